@@ -1,0 +1,41 @@
+# Thin front door: the real build is CMake (CMakePresets.json). Every target bootstraps first.
+JOBS ?= $(shell nproc)
+
+.PHONY: all bootstrap build demo test test-cpp test-asan test-tsan bench format tidy clean
+
+all: build
+
+bootstrap:
+	@scripts/bootstrap
+
+build: bootstrap
+	@cmake --preset default >/dev/null
+	@cmake --build --preset default -j $(JOBS)
+
+demo: build
+	@./build/examples/memscope_demo
+
+test: build
+	@ctest --preset default -j $(JOBS)
+
+test-asan: bootstrap
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan -j $(JOBS)
+	@ctest --preset asan -j $(JOBS)
+
+test-tsan: bootstrap
+	@cmake --preset tsan >/dev/null
+	@cmake --build --preset tsan -j $(JOBS)
+	@ctest --preset tsan -j $(JOBS)
+
+bench: build
+	@./build/bench/memscope_bench --benchmark_out=build/bench-results.json --benchmark_out_format=json
+
+format:
+	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+
+tidy: build
+	@git ls-files 'src/*.cpp' | xargs clang-tidy -p build --quiet
+
+clean:
+	@rm -rf build build-asan build-tsan

@@ -1,0 +1,11 @@
+# MEMSCOPE_SANITIZE=address (ASan+UBSan) or thread (TSan): applied to every target we build.
+set(MEMSCOPE_SANITIZE "" CACHE STRING "Sanitizer build: empty, address or thread")
+if(MEMSCOPE_SANITIZE STREQUAL "address")
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+elseif(MEMSCOPE_SANITIZE STREQUAL "thread")
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+elseif(NOT MEMSCOPE_SANITIZE STREQUAL "")
+  message(FATAL_ERROR "MEMSCOPE_SANITIZE must be empty, 'address' or 'thread', not '${MEMSCOPE_SANITIZE}'")
+endif()

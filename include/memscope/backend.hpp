@@ -1,0 +1,71 @@
+// The backend interface: where the caching allocator gets its segments, and how it orders work
+// with streams and events.
+//
+// A backend reserves and releases whole segments and knows nothing of blocks or statistics.
+// Streams and events are opaque integer handles (a CUstream / CUevent on the CUDA backend, a
+// counter on the simulated one), so the allocator never depends on a device API.
+//
+// Thread safety: every method may be called from any thread; the caching allocator serialises
+// its own calls, but several allocators may share one backend.
+// Ownership: reserve() hands the caller a segment it must give back with release(); events
+// come from create_event() and go back with destroy_event().
+// Errors: reserve() returns nullptr when the memory is not there (the allocator then takes its
+// out-of-memory path) and throws BackendError for any other failure; release() and
+// destroy_event() never throw.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace memscope {
+
+using StreamId = std::uintptr_t;
+using EventId = std::uintptr_t;
+inline constexpr StreamId kDefaultStream = 0;
+
+// What a pointer from this backend can be used for.
+enum class MemoryKind {
+  host,       // ordinary CPU memory, readable and writable by the process
+  device,     // GPU memory, usable by kernels and copies, not by CPU loads
+  simulated,  // addresses only: nothing is behind them and they must never be dereferenced
+};
+
+class Backend {
+ public:
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+  virtual ~Backend() = default;
+
+  // "host", "sim:24GiB", "cuda:0": the spec make_backend() accepts to build this backend again.
+  [[nodiscard]] virtual std::string name() const = 0;
+  [[nodiscard]] virtual MemoryKind memory_kind() const noexcept = 0;
+  // Total memory of the device (or of the machine, for the host backend).
+  [[nodiscard]] virtual std::size_t capacity() const = 0;
+  // What the device (or the OS) says is free right now, for every user, not only this process.
+  [[nodiscard]] virtual std::size_t free_bytes() const = 0;
+
+  // A segment of exactly `bytes` bytes, aligned to at least 512 bytes, or nullptr when the
+  // backend is out of memory.
+  [[nodiscard]] virtual void* reserve(std::size_t bytes) = 0;
+  virtual void release(void* base, std::size_t bytes) noexcept = 0;
+
+  [[nodiscard]] virtual EventId create_event() = 0;
+  virtual void destroy_event(EventId event) noexcept = 0;
+  // Marks the point in `stream`'s queue that the event completes at.
+  virtual void record_event(EventId event, StreamId stream) = 0;
+  // True once all work queued on the event's stream before record_event() has finished.
+  [[nodiscard]] virtual bool query_event(EventId event) = 0;
+  // Blocks until query_event() would return true.
+  virtual void synchronize_event(EventId event) = 0;
+};
+
+// Builds a backend from its spec: "host", "sim:<size>" (e.g. "sim:24GiB"), "cuda" or
+// "cuda:<index>". Throws ConfigError for a spec it does not understand and
+// BackendUnavailableError when the backend cannot run here (the message says why).
+[[nodiscard]] std::unique_ptr<Backend> make_backend(std::string_view spec);
+
+}  // namespace memscope

@@ -1,0 +1,105 @@
+// CachingAllocator: a caching allocator over any Backend, with the semantics of PyTorch's CUDA
+// caching allocator, statistics in torch.cuda.memory_stats() vocabulary, independent peak
+// scopes and an empty_cache() that really returns memory to the backend.
+//
+// Blocks are carved from segments reserved on the backend, cached when freed, and reused by
+// later requests on the same stream (best fit). The size rules live in docs/size-rules.md.
+//
+// Thread safety: every method may be called from any thread (one internal mutex).
+// Ownership: the allocator owns its segments; destroying it releases all of them, including
+// those still holding live allocations, so it must outlive every pointer it handed out and
+// every PeakScope opened on it.
+// Errors: allocate() throws OutOfMemoryError after flushing the cache and retrying (the
+// allocator stays usable); record_stream() throws InvalidPointerError for a pointer that is not
+// live. deallocate() and the destructor never throw.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "memscope/backend.hpp"
+#include "memscope/config.hpp"
+#include "memscope/peak_scope.hpp"
+#include "memscope/snapshot.hpp"
+#include "memscope/stats.hpp"
+
+namespace memscope {
+
+class AllocatorCore;
+
+class CachingAllocator {
+ public:
+  // Called on a cache miss before reserving more memory; returns true if it released memory
+  // that might now be reusable (e.g. it dropped references held elsewhere). Called under the
+  // allocator's lock: it must not call back into this allocator.
+  using FreeMemoryCallback = std::function<bool()>;
+  // Called after an OutOfMemoryError is built and the lock released, before it is thrown.
+  using OomObserver = std::function<void(const OutOfMemoryError&)>;
+
+  explicit CachingAllocator(std::shared_ptr<Backend> backend,
+                            const AllocatorConfig& config = AllocatorConfig::from_env());
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+  ~CachingAllocator() noexcept;
+
+  // A block of at least `bytes` bytes, 512-byte aligned, usable on `stream`. nullptr for 0.
+  [[nodiscard]] void* allocate(std::size_t bytes, StreamId stream = kDefaultStream);
+  // Returns the block to the cache. A pointer that is not live is counted in num_invalid_frees,
+  // reported once on stderr, and otherwise ignored. nullptr is a no-op.
+  void deallocate(void* ptr) noexcept;
+  // Like deallocate(), but says whether `ptr` was a live allocation instead of reporting it.
+  [[nodiscard]] bool try_deallocate(void* ptr) noexcept;
+  // Marks `ptr` as used by work on `stream`: after it is freed it is not reused until the work
+  // queued on `stream` so far has completed.
+  void record_stream(void* ptr, StreamId stream);
+  // Size and requested size of a live allocation, or {0, 0} when `ptr` is not live.
+  struct Allocation {
+    std::size_t size = 0;
+    std::size_t requested_size = 0;
+    StreamId stream = kDefaultStream;
+  };
+  [[nodiscard]] Allocation lookup(const void* ptr) const;
+
+  // Waits for pending stream work, releases every cached segment that holds no live block to
+  // the backend, and returns the bytes released.
+  std::size_t empty_cache();
+
+  [[nodiscard]] MemoryStats stats() const;
+  [[nodiscard]] std::map<std::string, std::int64_t> memory_stats() const;
+  void reset_peak_stats();
+  void reset_accumulated_stats();
+  [[nodiscard]] std::string memory_summary() const;
+  [[nodiscard]] Snapshot snapshot() const;
+
+  // Opens a peak window; see peak_scope.hpp.
+  [[nodiscard]] PeakScope peak_scope();
+
+  void add_free_memory_callback(FreeMemoryCallback callback);
+  void add_oom_observer(OomObserver observer);
+
+  // The most this allocator may reserve (from the config's memory_limit and the capacity).
+  [[nodiscard]] std::size_t memory_limit() const;
+  void set_memory_limit(std::size_t bytes);
+
+  [[nodiscard]] Backend& backend() const noexcept { return *backend_; }
+  [[nodiscard]] const std::shared_ptr<Backend>& backend_ptr() const noexcept { return backend_; }
+  [[nodiscard]] const AllocatorConfig& config() const noexcept { return config_; }
+
+ private:
+  friend class PeakScope;
+  void close_scope(PeakScope& scope) noexcept;
+  [[nodiscard]] PeakValues scope_peak(const PeakScope& scope) const;
+
+  std::shared_ptr<Backend> backend_;
+  AllocatorConfig config_;
+  mutable std::mutex mutex_;
+  std::unique_ptr<AllocatorCore> core_;
+  std::vector<OomObserver> oom_observers_;
+};
+
+}  // namespace memscope

@@ -1,0 +1,50 @@
+// AllocatorConfig: the caching allocator's settings, parsed from one string in the style of
+// PYTORCH_CUDA_ALLOC_CONF, e.g. MEMSCOPE_ALLOC_CONF="max_split_size:256MiB,memory_limit:0.9".
+//
+// Keys (the README's configuration reference lists them with examples):
+//   max_split_size:<size>              blocks at least this big are never split (>= 20 MiB)
+//   max_split_size_mb:<MiB>            the same, in PyTorch's spelling (whole MiB)
+//   roundup_power2_divisions:<n>       round requests up to n divisions per power of two;
+//                                      n is a power of two (1 = off), or a list per interval:
+//                                      [256:1,512:2,1024:4,>:8] (interval starts in MiB)
+//   garbage_collection_threshold:<f>   0 < f < 1: when reserved exceeds f x the memory limit,
+//                                      release the oldest cached segments first
+//   memory_limit:<fraction or size>    0 < fraction <= 1 of capacity, or a size ("12GiB")
+// Errors: parse() throws ConfigError naming the key, the value and what is allowed, for
+// unknown keys, malformed values, duplicates and empty entries. Pure; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <string_view>
+
+namespace memscope {
+
+struct AllocatorConfig {
+  static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+  // Power-of-two intervals for roundup_power2_divisions: [0, 2 MiB), [2, 4 MiB) ... [32 GiB, inf).
+  static constexpr std::size_t kRoundupIntervals = 16;
+
+  std::size_t max_split_size = kUnlimited;
+  std::array<std::uint32_t, kRoundupIntervals> roundup_power2_divisions{};  // 0 or 1: off
+  double garbage_collection_threshold = 0.0;                                // 0: off
+  double memory_fraction = 1.0;     // of the backend's capacity; used when memory_limit_bytes is 0
+  std::size_t memory_limit_bytes = 0;  // 0: no absolute limit
+
+  [[nodiscard]] static AllocatorConfig parse(std::string_view text);
+  // Parses MEMSCOPE_ALLOC_CONF, or returns the defaults when it is unset or empty.
+  [[nodiscard]] static AllocatorConfig from_env();
+  // The canonical string parse() turns back into an equal config.
+  [[nodiscard]] std::string to_string() const;
+  // Divisions applied to a request of `size` bytes (0 or 1 means plain 512-byte rounding).
+  [[nodiscard]] std::uint32_t divisions_for(std::size_t size) const noexcept;
+  // The most this allocator may reserve on a backend of `capacity` bytes.
+  [[nodiscard]] std::size_t memory_limit(std::size_t capacity) const noexcept;
+
+  friend bool operator==(const AllocatorConfig&, const AllocatorConfig&) = default;
+};
+
+}  // namespace memscope

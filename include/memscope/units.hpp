@@ -1,0 +1,26 @@
+// Byte sizes as people write them ("24GiB", "1.5 GB", "512") and as memscope prints them.
+//
+// parse_size accepts an integer or decimal number followed by an optional unit: B, KiB, MiB,
+// GiB, TiB (powers of 1024) or KB, MB, GB, TB (powers of 1000); units are case-insensitive and
+// may be separated by spaces. A bare number is bytes. It throws ConfigError naming `what` and
+// the text when the text is not a size or does not fit in 64 bits.
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace memscope {
+
+inline constexpr std::size_t KiB = 1024;
+inline constexpr std::size_t MiB = 1024 * KiB;
+inline constexpr std::size_t GiB = 1024 * MiB;
+
+[[nodiscard]] std::size_t parse_size(std::string_view text, std::string_view what = "size");
+
+// "1.50 GiB", "512 B", "-3.00 MiB": binary units, two decimals above bytes.
+[[nodiscard]] std::string format_bytes(std::int64_t bytes);
+
+}  // namespace memscope

@@ -21,9 +21,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "memscope/backend.hpp"
 #include "memscope/config.hpp"
+#include "memscope/errors.hpp"
 #include "memscope/peak_scope.hpp"
 #include "memscope/snapshot.hpp"
 #include "memscope/stats.hpp"

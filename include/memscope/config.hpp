@@ -31,7 +31,7 @@ struct AllocatorConfig {
   std::size_t max_split_size = kUnlimited;
   std::array<std::uint32_t, kRoundupIntervals> roundup_power2_divisions{};  // 0 or 1: off
   double garbage_collection_threshold = 0.0;                                // 0: off
-  double memory_fraction = 1.0;     // of the backend's capacity; used when memory_limit_bytes is 0
+  double memory_fraction = 1.0;  // of the backend's capacity; used when memory_limit_bytes is 0
   std::size_t memory_limit_bytes = 0;  // 0: no absolute limit
 
   [[nodiscard]] static AllocatorConfig parse(std::string_view text);

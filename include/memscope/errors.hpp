@@ -22,12 +22,12 @@ class Error : public std::runtime_error {
 class OutOfMemoryError : public Error {
  public:
   struct Figures {
-    std::size_t requested = 0;            // bytes asked for, before rounding
-    std::size_t capacity = 0;             // the backend's total memory
-    std::size_t device_free = 0;          // what the backend says is free right now
-    std::size_t allocated = 0;            // bytes in live allocations of this allocator
-    std::size_t reserved = 0;             // bytes held by this allocator from the backend
-    std::size_t limit = 0;                // the allocator's memory limit (capacity if none set)
+    std::size_t requested = 0;    // bytes asked for, before rounding
+    std::size_t capacity = 0;     // the backend's total memory
+    std::size_t device_free = 0;  // what the backend says is free right now
+    std::size_t allocated = 0;    // bytes in live allocations of this allocator
+    std::size_t reserved = 0;     // bytes held by this allocator from the backend
+    std::size_t limit = 0;        // the allocator's memory limit (capacity if none set)
   };
   OutOfMemoryError(const std::string& message, const Figures& figures)
       : Error(message), figures_(figures) {}

@@ -28,8 +28,8 @@ class PeakWindows {
   struct Window {
     Window* below = nullptr;
     Window* above = nullptr;
-    Values begin{};    // counters when the window opened
-    Values record{};   // running maximum kept by this window itself
+    Values begin{};   // counters when the window opened
+    Values record{};  // running maximum kept by this window itself
     bool open = false;
   };
 
@@ -67,7 +67,8 @@ class PeakWindows {
   Values close(Window& w) noexcept {
     Values result = peak(w);
     if (w.below != nullptr) {
-      for (std::size_t i = 0; i < N; ++i) w.below->record[i] = std::max(w.below->record[i], w.record[i]);
+      for (std::size_t i = 0; i < N; ++i)
+        w.below->record[i] = std::max(w.below->record[i], w.record[i]);
       w.below->above = w.above;
     }
     if (w.above != nullptr) {

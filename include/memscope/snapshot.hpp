@@ -37,13 +37,13 @@ struct SegmentInfo {
   std::size_t active_size = 0;     // bytes of active blocks (allocated or pending free)
   std::size_t requested_size = 0;  // requested bytes of active blocks
   StreamId stream = kDefaultStream;
-  bool small_pool = false;          // segment_type "small" (blocks <= 1 MiB) or "large"
-  std::vector<BlockInfo> blocks;    // in address order, covering the segment exactly
+  bool small_pool = false;        // segment_type "small" (blocks <= 1 MiB) or "large"
+  std::vector<BlockInfo> blocks;  // in address order, covering the segment exactly
 };
 
 struct Snapshot {
-  std::string backend;   // the backend's spec, e.g. "sim:24GiB"
-  std::string settings;  // AllocatorConfig::to_string() of the allocator
+  std::string backend;                // the backend's spec, e.g. "sim:24GiB"
+  std::string settings;               // AllocatorConfig::to_string() of the allocator
   std::vector<SegmentInfo> segments;  // in address order
 
   // The "current" value of every byte and count family, per pool, rebuilt from the blocks.

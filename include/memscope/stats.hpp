@@ -40,19 +40,19 @@ inline constexpr std::size_t kStatPools = 3;
 using StatArray = std::array<Stat, kStatPools>;
 
 struct MemoryStats {
-  StatArray allocation;            // live allocations (count)
-  StatArray segment;               // segments reserved from the backend (count)
-  StatArray active;                // allocated, or freed but waiting on a stream (count)
-  StatArray inactive_split;        // free blocks inside segments that hold other blocks (count)
-  StatArray allocated_bytes;       // sizes of live allocations, rounded as the allocator did
-  StatArray reserved_bytes;        // bytes of all segments
-  StatArray active_bytes;          // bytes of active blocks
-  StatArray inactive_split_bytes;  // bytes of inactive split blocks
-  StatArray requested_bytes;       // request sizes of active blocks, as the caller asked
-  Stat oversize_allocations;       // live allocations of at least max_split_size
-  Stat oversize_segments;          // segments of at least max_split_size
-  std::int64_t num_alloc_retries = 0;     // times every cached segment was released to retry
-  std::int64_t num_ooms = 0;              // OutOfMemoryErrors thrown
+  StatArray allocation;                // live allocations (count)
+  StatArray segment;                   // segments reserved from the backend (count)
+  StatArray active;                    // allocated, or freed but waiting on a stream (count)
+  StatArray inactive_split;            // free blocks inside segments that hold other blocks (count)
+  StatArray allocated_bytes;           // sizes of live allocations, rounded as the allocator did
+  StatArray reserved_bytes;            // bytes of all segments
+  StatArray active_bytes;              // bytes of active blocks
+  StatArray inactive_split_bytes;      // bytes of inactive split blocks
+  StatArray requested_bytes;           // request sizes of active blocks, as the caller asked
+  Stat oversize_allocations;           // live allocations of at least max_split_size
+  Stat oversize_segments;              // segments of at least max_split_size
+  std::int64_t num_alloc_retries = 0;  // times every cached segment was released to retry
+  std::int64_t num_ooms = 0;           // OutOfMemoryErrors thrown
   std::int64_t num_sync_all_streams = 0;  // waits for every pending stream event
   std::int64_t num_device_alloc = 0;      // segments reserved from the backend
   std::int64_t num_device_free = 0;       // segments released to the backend

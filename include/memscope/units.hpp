@@ -23,4 +23,8 @@ inline constexpr std::size_t GiB = 1024 * MiB;
 // "1.50 GiB", "512 B", "-3.00 MiB": binary units, two decimals above bytes.
 [[nodiscard]] std::string format_bytes(std::int64_t bytes);
 
+// The exact size in the largest binary unit that divides it: "24GiB", "1536MiB", "1000B".
+// parse_size() reads it back to the same number.
+[[nodiscard]] std::string format_size_exact(std::size_t bytes);
+
 }  // namespace memscope

@@ -1,0 +1,441 @@
+#include "allocator/allocator_core.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include "allocator/size_rules.hpp"
+
+namespace memscope {
+
+using detail::Block;
+using detail::FreeBins;
+using detail::Segment;
+
+namespace {
+constexpr std::size_t kAll = static_cast<std::size_t>(StatPool::all);
+std::size_t pool_index(bool small) {
+  return static_cast<std::size_t>(small ? StatPool::small : StatPool::large);
+}
+std::int64_t signed_size(std::size_t n) {
+  return static_cast<std::int64_t>(n);
+}
+}  // namespace
+
+void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
+  stat[kAll].increase(amount);
+  stat[pool_index(small)].increase(amount);
+}
+
+void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) noexcept {
+  stat[kAll].decrease(amount);
+  stat[pool_index(small)].decrease(amount);
+}
+
+AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
+    : backend_(backend), config_(config), memory_limit_(config.memory_limit(backend.capacity())) {
+  stats_.max_split_size = config.max_split_size == AllocatorConfig::kUnlimited
+                              ? -1
+                              : signed_size(config.max_split_size);
+}
+
+AllocatorCore::~AllocatorCore() noexcept {
+  // Pending stream work may still touch the memory: wait for it before handing segments back.
+  synchronize_events();
+  for (const EventId e : spare_events_) backend_.destroy_event(e);
+  while (segments_ != nullptr) {
+    Segment* s = segments_;
+    segments_ = s->next;
+    for (Block* b = s->first; b != nullptr;) {
+      Block* next = b->next;
+      delete b;
+      b = next;
+    }
+    backend_.release(reinterpret_cast<void*>(s->base),
+                     s->size);  // NOLINT(performance-no-int-to-ptr)
+    delete s;
+  }
+}
+
+PeakScope::Windows::Values AllocatorCore::peak_counters() const noexcept {
+  return {stats_.allocated_bytes[kAll].current, stats_.reserved_bytes[kAll].current,
+          stats_.active_bytes[kAll].current, stats_.requested_bytes[kAll].current};
+}
+
+AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
+  if (last_pools_ != nullptr && last_pools_->stream == stream) return *last_pools_;
+  for (const auto& p : pools_) {
+    if (p->stream == stream) {
+      last_pools_ = p.get();
+      return *p;
+    }
+  }
+  pools_.push_back(std::make_unique<StreamPools>(StreamPools{stream}));
+  last_pools_ = pools_.back().get();
+  return *last_pools_;
+}
+
+void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryError::Figures& oom) {
+  if (!pending_.empty()) process_events();
+  // Everything that can fail for lack of host memory happens here, before any state changes.
+  live_.reserve_one();
+  block_recycler_.prepare(2);  // a new segment's block and a split remainder
+  segment_recycler_.prepare(1);
+  ++clock_;
+  StreamPools& pools = pools_for(stream);
+  Block* block = nullptr;
+  std::size_t rounded = 0;
+  bool small = false;
+  if (size <= detail::kLargestRequest) {
+    rounded = detail::round_size(size, config_);
+    small = detail::is_small(rounded);
+    FreeBins& bins = small ? pools.small : pools.large;
+    block = take_cached(bins, rounded);
+    if (block == nullptr && call_free_memory_callbacks()) block = take_cached(bins, rounded);
+    if (block == nullptr) {
+      if (config_.garbage_collection_threshold > 0.0) garbage_collect();
+      const std::size_t bytes = detail::segment_size(rounded);
+      block = reserve_segment(bytes, stream, small);
+      if (block == nullptr && release_oversize_cached(pools, rounded)) {
+        block = reserve_segment(bytes, stream, small);
+      }
+      if (block == nullptr) {
+        // Last resort: wait for every stream, hand every cached segment back, and retry.
+        release_all_cached();
+        ++stats_.num_alloc_retries;
+        block = reserve_segment(bytes, stream, small);
+      }
+    }
+  }
+  if (block == nullptr) {
+    ++stats_.num_ooms;
+    oom.requested = size;
+    oom.capacity = backend_.capacity();
+    oom.device_free = backend_.free_bytes();
+    oom.allocated = static_cast<std::size_t>(stats_.allocated_bytes[kAll].current);
+    oom.reserved = static_cast<std::size_t>(stats_.reserved_bytes[kAll].current);
+    oom.limit = memory_limit_;
+    return nullptr;
+  }
+  hand_out(block, rounded, size);
+  observe_peaks();
+  return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
+}
+
+Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
+  Block* block = bins.best_fit(rounded);
+  if (block == nullptr || !detail::may_serve(block->size, rounded, config_.max_split_size)) {
+    return nullptr;
+  }
+  bins.remove(block);
+  return block;
+}
+
+Block* AllocatorCore::reserve_segment(std::size_t size, StreamId stream, bool small) {
+  if (size > memory_limit_ ||
+      static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) > memory_limit_ - size) {
+    return nullptr;
+  }
+  StreamPools& pools = pools_for(stream);
+  void* base = backend_.reserve(size);
+  if (base == nullptr) return nullptr;
+  Segment* segment = segment_recycler_.acquire();  // cannot fail: allocate() prepared them
+  Block* block = block_recycler_.acquire();
+  segment->base = reinterpret_cast<std::uintptr_t>(base);
+  segment->size = size;
+  segment->stream = stream;
+  segment->small_pool = small;
+  segment->first = block;
+  segment->bins = small ? &pools.small : &pools.large;
+  segment->next = segments_;
+  if (segments_ != nullptr) segments_->prev = segment;
+  segments_ = segment;
+  block->address = segment->base;
+  block->size = size;
+  block->segment = segment;
+
+  increase(stats_.segment, small, 1);
+  increase(stats_.reserved_bytes, small, signed_size(size));
+  if (size >= config_.max_split_size) stats_.oversize_segments.increase(1);
+  ++stats_.num_device_alloc;
+  return block;
+}
+
+void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requested) {
+  const bool small = block->small_pool();
+  live_.insert(block->address, block);  // cannot fail: allocate() reserved the slot
+  if (block->is_split()) {              // it was an inactive split block (a fresh segment never is)
+    decrease(stats_.inactive_split, small, 1);
+    decrease(stats_.inactive_split_bytes, small, signed_size(block->size));
+  }
+  if (detail::should_split(block->size, rounded, small, config_.max_split_size)) {
+    Block* rest = block_recycler_.acquire();
+    rest->address = block->address + rounded;
+    rest->size = block->size - rounded;
+    rest->segment = block->segment;
+    rest->prev = block;
+    rest->next = block->next;
+    if (block->next != nullptr) block->next->prev = rest;
+    block->next = rest;
+    block->size = rounded;
+    rest->cached_at = clock_;
+    block->segment->bins->insert(rest);
+    increase(stats_.inactive_split, small, 1);
+    increase(stats_.inactive_split_bytes, small, signed_size(rest->size));
+  }
+  block->allocated = true;
+  block->requested_size = requested;
+  increase(stats_.allocation, small, 1);
+  increase(stats_.allocated_bytes, small, signed_size(block->size));
+  increase(stats_.active, small, 1);
+  increase(stats_.active_bytes, small, signed_size(block->size));
+  increase(stats_.requested_bytes, small, signed_size(requested));
+  if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+}
+
+bool AllocatorCore::deallocate(void* ptr) noexcept {
+  Block* block = live_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  if (block == nullptr) return false;
+  const bool small = block->small_pool();
+  block->allocated = false;
+  decrease(stats_.allocation, small, 1);
+  decrease(stats_.allocated_bytes, small, signed_size(block->size));
+  if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+  if (!block->stream_uses.empty()) {
+    try {
+      for (const StreamId s : block->stream_uses) {
+        const EventId e = acquire_event();
+        pending_.push_back({e, s, block});  // capacity grows before the event is recorded
+        ++block->pending_events;
+        backend_.record_event(e, s);
+      }
+    } catch (...) {
+      // The device could not record the event: the stream may still use the block, so it is
+      // never reused (it stays pending, visible in snapshots) rather than risk corruption.
+      ++block->pending_events;
+    }
+    block->stream_uses.clear();
+  }
+  if (block->pending_events == 0) cache_block(block);
+  return true;
+}
+
+void AllocatorCore::cache_block(Block* block) noexcept {
+  const bool small = block->small_pool();
+  const auto original_size = signed_size(block->size);
+  const auto requested = signed_size(block->requested_size);
+  FreeBins& bins = *block->segment->bins;
+  std::int64_t split_blocks = 0;  // net change of inactive_split (count and bytes)
+  std::int64_t split_bytes = 0;
+  if (block->prev != nullptr && block->prev->cached) {
+    Block* prev = block->prev;
+    bins.remove(prev);
+    split_blocks -= 1;
+    split_bytes -= signed_size(prev->size);
+    prev->size += block->size;
+    prev->next = block->next;
+    if (block->next != nullptr) block->next->prev = prev;
+    block_recycler_.recycle(block);
+    block = prev;
+  }
+  if (block->next != nullptr && block->next->cached) {
+    Block* next = block->next;
+    bins.remove(next);
+    split_blocks -= 1;
+    split_bytes -= signed_size(next->size);
+    block->size += next->size;
+    block->next = next->next;
+    if (next->next != nullptr) next->next->prev = block;
+    block_recycler_.recycle(next);
+  }
+  block->requested_size = 0;
+  block->pending_events = 0;
+  block->cached_at = clock_;
+  if (block->is_split()) {
+    split_blocks += 1;
+    split_bytes += signed_size(block->size);
+  }
+  bins.insert(block);
+  if (split_blocks > 0) increase(stats_.inactive_split, small, split_blocks);
+  if (split_blocks < 0) decrease(stats_.inactive_split, small, -split_blocks);
+  if (split_bytes > 0) increase(stats_.inactive_split_bytes, small, split_bytes);
+  if (split_bytes < 0) decrease(stats_.inactive_split_bytes, small, -split_bytes);
+  decrease(stats_.active, small, 1);
+  decrease(stats_.active_bytes, small, original_size);
+  decrease(stats_.requested_bytes, small, requested);
+}
+
+void AllocatorCore::release_segment(Block* block) noexcept {
+  Segment* segment = block->segment;
+  segment->bins->remove(block);
+  backend_.release(reinterpret_cast<void*>(segment->base), segment->size);  // NOLINT
+  const bool small = segment->small_pool;
+  decrease(stats_.segment, small, 1);
+  decrease(stats_.reserved_bytes, small, signed_size(segment->size));
+  if (segment->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
+  ++stats_.num_device_free;
+  if (segment->prev != nullptr) segment->prev->next = segment->next;
+  if (segment->next != nullptr) segment->next->prev = segment->prev;
+  if (segments_ == segment) segments_ = segment->next;
+  block_recycler_.recycle(block);
+  segment_recycler_.recycle(segment);
+}
+
+void AllocatorCore::record_stream(void* ptr, StreamId stream) {
+  Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (block == nullptr) {
+    throw InvalidPointerError(
+        "record_stream: the pointer is not a live allocation of this "
+        "allocator (freed already, or allocated elsewhere)");
+  }
+  if (stream == block->stream()) return;  // its own stream orders the reuse already
+  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
+      block->stream_uses.end()) {
+    block->stream_uses.push_back(stream);
+  }
+}
+
+const Block* AllocatorCore::find(const void* ptr) const noexcept {
+  return live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
+std::size_t AllocatorCore::empty_cache() {
+  return release_all_cached();
+}
+
+bool AllocatorCore::call_free_memory_callbacks() {
+  bool freed = false;
+  for (const auto& callback : free_memory_callbacks_) freed = callback() || freed;
+  return freed;
+}
+
+std::size_t AllocatorCore::release_all_cached() {
+  synchronize_events();
+  std::vector<Block*> whole;
+  for (const auto& pools : pools_) {
+    const auto collect = [&whole](Block* b) {
+      if (!b->is_split()) whole.push_back(b);
+    };
+    pools->small.for_each(detail::kSmallBuffer, collect);
+    pools->large.for_each(0, collect);
+  }
+  std::size_t released = 0;
+  for (Block* b : whole) {
+    released += b->size;
+    release_segment(b);
+  }
+  return released;
+}
+
+bool AllocatorCore::release_oversize_cached(StreamPools& pools, std::size_t rounded) {
+  if (config_.max_split_size == AllocatorConfig::kUnlimited) return false;
+  const std::size_t wanted = std::max(rounded, config_.max_split_size);
+  std::vector<Block*> oversize;
+  pools.large.for_each(config_.max_split_size, [&oversize](Block* b) {
+    if (!b->is_split()) oversize.push_back(b);
+  });
+  // One block big enough: release the smallest such.
+  Block* best = nullptr;
+  for (Block* b : oversize) {
+    if (b->size >= wanted && (best == nullptr || b->size < best->size)) best = b;
+  }
+  if (best != nullptr) {
+    release_segment(best);
+    return true;
+  }
+  // Otherwise release the biggest ones until together they make room for the request.
+  std::sort(oversize.begin(), oversize.end(), [](Block* a, Block* b) { return a->size > b->size; });
+  std::size_t released = 0;
+  for (Block* b : oversize) {
+    if (released >= wanted) break;
+    released += b->size;
+    release_segment(b);
+  }
+  return released >= wanted;
+}
+
+void AllocatorCore::garbage_collect() {
+  const auto threshold = static_cast<std::size_t>(config_.garbage_collection_threshold *
+                                                  static_cast<double>(memory_limit_));
+  const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[kAll].current);
+  if (reserved <= threshold) return;
+  const std::size_t target = reserved - threshold;
+  // Large cached segments, by age (allocations since they were cached).
+  std::vector<Block*> freeable;
+  for (const auto& pools : pools_) {
+    pools->large.for_each(0, [&freeable](Block* b) {
+      if (!b->is_split()) freeable.push_back(b);
+    });
+  }
+  // Release every block at least as old as the average, round after round, until the target is
+  // met: releasing more than needed keeps gc from triggering again on the next miss.
+  std::size_t reclaimed = 0;
+  while (reclaimed < target && !freeable.empty()) {
+    double total_age = 0;
+    for (const Block* b : freeable) total_age += static_cast<double>(clock_ - b->cached_at);
+    const double average = total_age / static_cast<double>(freeable.size());
+    const auto old = std::stable_partition(freeable.begin(), freeable.end(), [&](const Block* b) {
+      return static_cast<double>(clock_ - b->cached_at) < average;
+    });
+    for (auto it = old; it != freeable.end(); ++it) {
+      reclaimed += (*it)->size;
+      release_segment(*it);
+    }
+    freeable.erase(old, freeable.end());
+  }
+}
+
+EventId AllocatorCore::acquire_event() {
+  if (!spare_events_.empty()) {
+    const EventId e = spare_events_.back();
+    spare_events_.pop_back();
+    return e;
+  }
+  // Keep room to take every event back without allocating (process_events is noexcept).
+  spare_events_.reserve(pending_.size() + spare_events_.size() + 1);
+  return backend_.create_event();
+}
+
+void AllocatorCore::process_events() noexcept {
+  // Events on one stream complete in order: after the first one that is not done, skip the
+  // stream's later events without asking the backend.
+  std::array<StreamId, 8> blocked{};
+  std::size_t n_blocked = 0;
+  std::size_t kept = 0;
+  for (const PendingEvent& pe : pending_) {
+    const bool stream_blocked =
+        std::find(blocked.begin(), blocked.begin() + static_cast<std::ptrdiff_t>(n_blocked),
+                  pe.stream) != blocked.begin() + static_cast<std::ptrdiff_t>(n_blocked);
+    bool done = false;
+    if (!stream_blocked) {
+      try {
+        done = backend_.query_event(pe.event);
+      } catch (...) {
+        done = false;
+      }
+    }
+    if (!done) {
+      if (!stream_blocked && n_blocked < blocked.size()) blocked[n_blocked++] = pe.stream;
+      pending_[kept++] = pe;
+      continue;
+    }
+    spare_events_.push_back(pe.event);
+    if (--pe.block->pending_events == 0) cache_block(pe.block);
+  }
+  pending_.resize(kept);
+}
+
+void AllocatorCore::synchronize_events() noexcept {
+  ++stats_.num_sync_all_streams;
+  for (const PendingEvent& pe : pending_) {
+    try {
+      backend_.synchronize_event(pe.event);
+    } catch (...) {
+      // A failing device cannot be waited on; the block is handed back as the device is gone.
+    }
+    spare_events_.push_back(pe.event);
+    if (--pe.block->pending_events == 0) cache_block(pe.block);
+  }
+  pending_.clear();
+}
+
+}  // namespace memscope

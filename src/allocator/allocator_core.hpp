@@ -1,0 +1,106 @@
+// AllocatorCore: the caching algorithm and its statistics, with no locking and no knowledge of
+// threads, so it can be tested and reasoned about on its own. CachingAllocator wraps it with a
+// mutex and the public API. It talks to memory only through its Backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "allocator/block.hpp"
+#include "allocator/free_bins.hpp"
+#include "allocator/pointer_map.hpp"
+#include "allocator/recycler.hpp"
+#include "memscope/backend.hpp"
+#include "memscope/config.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/peak_scope.hpp"
+#include "memscope/snapshot.hpp"
+#include "memscope/stats.hpp"
+
+namespace memscope {
+
+class AllocatorCore {
+ public:
+  AllocatorCore(Backend& backend, const AllocatorConfig& config);
+  AllocatorCore(const AllocatorCore&) = delete;
+  AllocatorCore& operator=(const AllocatorCore&) = delete;
+  ~AllocatorCore() noexcept;
+
+  // A block for `size` bytes (size >= 1), or nullptr when even a flush and retry failed; then
+  // `oom` holds the figures for the error message. May throw BackendError.
+  [[nodiscard]] void* allocate(std::size_t size, StreamId stream, OutOfMemoryError::Figures& oom);
+  // False when `ptr` is not a live allocation.
+  [[nodiscard]] bool deallocate(void* ptr) noexcept;
+  void record_stream(void* ptr, StreamId stream);
+  [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
+  std::size_t empty_cache();
+
+  [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
+  void reset_peak_stats() noexcept { stats_.reset_peak(); }
+  void reset_accumulated_stats() noexcept { stats_.reset_accumulated(); }
+  void count_invalid_free() noexcept { ++stats_.num_invalid_frees; }
+  [[nodiscard]] Snapshot snapshot() const;
+
+  [[nodiscard]] PeakScope::Windows& peak_windows() noexcept { return windows_; }
+  [[nodiscard]] PeakScope::Windows::Values peak_counters() const noexcept;
+
+  void add_free_memory_callback(std::function<bool()> callback) {
+    free_memory_callbacks_.push_back(std::move(callback));
+  }
+  [[nodiscard]] std::size_t memory_limit() const noexcept { return memory_limit_; }
+  void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
+
+ private:
+  struct StreamPools {
+    StreamId stream;
+    detail::FreeBins small{true};
+    detail::FreeBins large{false};
+  };
+  struct PendingEvent {
+    EventId event;
+    StreamId stream;
+    detail::Block* block;
+  };
+
+  [[nodiscard]] StreamPools& pools_for(StreamId stream);
+  [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
+  [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins, std::size_t rounded) noexcept;
+  [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamId stream, bool small);
+  void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
+  void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
+  void release_segment(detail::Block* block) noexcept;
+  bool call_free_memory_callbacks();
+  void garbage_collect();
+  bool release_oversize_cached(StreamPools& pools, std::size_t rounded);
+  std::size_t release_all_cached();
+  void process_events() noexcept;
+  void synchronize_events() noexcept;
+  [[nodiscard]] EventId acquire_event();
+  void observe_peaks() noexcept { windows_.observe(peak_counters()); }
+
+  // Per-pool statistics updates: `small` selects small_pool or large_pool besides all.
+  static void increase(StatArray& stat, bool small, std::int64_t amount) noexcept;
+  static void decrease(StatArray& stat, bool small, std::int64_t amount) noexcept;
+
+  Backend& backend_;
+  AllocatorConfig config_;
+  std::size_t memory_limit_;
+  MemoryStats stats_;
+  PeakScope::Windows windows_;
+  std::uint64_t clock_ = 0;  // counts allocate() calls; ages cached blocks for gc
+
+  std::vector<std::unique_ptr<StreamPools>> pools_;
+  StreamPools* last_pools_ = nullptr;  // most streams are used many times in a row
+  detail::PointerMap live_;
+  detail::Segment* segments_ = nullptr;
+  detail::Recycler<detail::Block> block_recycler_;
+  detail::Recycler<detail::Segment> segment_recycler_;
+  std::vector<PendingEvent> pending_;
+  std::vector<EventId> spare_events_;
+  std::vector<std::function<bool()>> free_memory_callbacks_;
+};
+
+}  // namespace memscope

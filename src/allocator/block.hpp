@@ -1,0 +1,63 @@
+// Blocks and segments: the allocator's bookkeeping for memory it has reserved.
+//
+// A segment is one reservation from the backend. It is covered, in address order and without
+// gaps, by a doubly linked list of blocks; a block is allocated, pending (freed but waiting for
+// streams recorded with record_stream), or cached in a FreeBins list. Only cached neighbours are
+// merged, and only inside one segment.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "memscope/backend.hpp"
+
+namespace memscope::detail {
+
+struct Block;
+class FreeBins;
+
+struct Segment {
+  std::uintptr_t base = 0;
+  std::size_t size = 0;
+  StreamId stream = kDefaultStream;
+  bool small_pool = false;
+  Block* first = nullptr;    // the block at `base`
+  FreeBins* bins = nullptr;  // where its cached blocks go: its stream's small or large pool
+  Segment* prev = nullptr;   // list of all segments, newest first
+  Segment* next = nullptr;
+
+  void reset() noexcept { *this = Segment{}; }
+};
+
+struct Block {
+  std::uintptr_t address = 0;
+  std::size_t size = 0;
+  std::size_t requested_size = 0;  // 0 unless active
+  Segment* segment = nullptr;
+  Block* prev = nullptr;  // neighbours inside the segment
+  Block* next = nullptr;
+  Block* bin_prev = nullptr;  // links in its FreeBins list while cached
+  Block* bin_next = nullptr;
+  std::uint64_t cached_at = 0;  // allocator clock when cached; its age drives garbage collection
+  std::uint32_t bin = 0;
+  std::uint32_t pending_events = 0;  // stream events to wait for before it can be cached
+  bool allocated = false;
+  bool cached = false;
+  std::vector<StreamId> stream_uses;  // streams other than its own recorded by record_stream
+
+  // Back to a fresh block, keeping stream_uses' buffer for the next record_stream().
+  void reset() noexcept {
+    std::vector<StreamId> uses = std::move(stream_uses);
+    uses.clear();
+    *this = Block{};
+    stream_uses = std::move(uses);
+  }
+
+  [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+  [[nodiscard]] StreamId stream() const noexcept { return segment->stream; }
+  [[nodiscard]] bool small_pool() const noexcept { return segment->small_pool; }
+  [[nodiscard]] bool active() const noexcept { return allocated || pending_events > 0; }
+};
+
+}  // namespace memscope::detail

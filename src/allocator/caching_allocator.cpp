@@ -1,0 +1,169 @@
+#include "memscope/caching_allocator.hpp"
+
+#include <cstdio>
+
+#include "allocator/allocator_core.hpp"
+#include "allocator/reports.hpp"
+
+namespace memscope {
+
+CachingAllocator::CachingAllocator(std::shared_ptr<Backend> backend, const AllocatorConfig& config)
+    : backend_(std::move(backend)), config_(config) {
+  if (!backend_) throw UsageError("CachingAllocator: the backend must not be null");
+  core_ = std::make_unique<AllocatorCore>(*backend_, config_);
+}
+
+CachingAllocator::~CachingAllocator() noexcept = default;
+
+void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
+  if (bytes == 0) return nullptr;
+  OutOfMemoryError::Figures figures;
+  std::vector<OomObserver> observers;
+  {
+    const std::lock_guard lock(mutex_);
+    if (void* p = core_->allocate(bytes, stream, figures)) return p;
+    observers = oom_observers_;
+  }
+  // Observers run without the lock, so they may inspect or free memory of this allocator.
+  const OutOfMemoryError error(detail::format_oom_message(figures, backend_->name(), config_),
+                               figures);
+  for (const auto& observe : observers) observe(error);
+  throw error;
+}
+
+bool CachingAllocator::try_deallocate(void* ptr) noexcept {
+  if (ptr == nullptr) return true;
+  const std::lock_guard lock(mutex_);
+  if (core_->deallocate(ptr)) return true;
+  core_->count_invalid_free();
+  return false;
+}
+
+void CachingAllocator::deallocate(void* ptr) noexcept {
+  if (try_deallocate(ptr)) return;
+  // A double free or a foreign pointer is a bug in the caller; say so once, never crash.
+  static std::once_flag reported;
+  std::call_once(reported, [ptr] {
+    std::fprintf(stderr,
+                 "memscope: deallocate(%p): not a live allocation of this allocator (double free "
+                 "or foreign pointer); ignored. Further cases are counted in num_invalid_frees.\n",
+                 ptr);
+  });
+}
+
+void CachingAllocator::record_stream(void* ptr, StreamId stream) {
+  const std::lock_guard lock(mutex_);
+  core_->record_stream(ptr, stream);
+}
+
+CachingAllocator::Allocation CachingAllocator::lookup(const void* ptr) const {
+  const std::lock_guard lock(mutex_);
+  const detail::Block* block = core_->find(ptr);
+  if (block == nullptr) return {};
+  return {block->size, block->requested_size, block->stream()};
+}
+
+std::size_t CachingAllocator::empty_cache() {
+  const std::lock_guard lock(mutex_);
+  return core_->empty_cache();
+}
+
+MemoryStats CachingAllocator::stats() const {
+  const std::lock_guard lock(mutex_);
+  return core_->stats();
+}
+
+std::map<std::string, std::int64_t> CachingAllocator::memory_stats() const {
+  return stats().flatten();
+}
+
+void CachingAllocator::reset_peak_stats() {
+  const std::lock_guard lock(mutex_);
+  core_->reset_peak_stats();
+}
+
+void CachingAllocator::reset_accumulated_stats() {
+  const std::lock_guard lock(mutex_);
+  core_->reset_accumulated_stats();
+}
+
+std::string CachingAllocator::memory_summary() const {
+  return detail::format_memory_summary(stats(), backend_->name());
+}
+
+Snapshot CachingAllocator::snapshot() const {
+  const std::lock_guard lock(mutex_);
+  return core_->snapshot();
+}
+
+PeakScope CachingAllocator::peak_scope() {
+  auto window = std::make_unique<PeakScope::Windows::Window>();
+  const std::lock_guard lock(mutex_);
+  core_->peak_windows().open(*window, core_->peak_counters());
+  return PeakScope(this, std::move(window));
+}
+
+void CachingAllocator::close_scope(PeakScope& scope) noexcept {
+  const std::lock_guard lock(mutex_);
+  if (scope.window_->open) core_->peak_windows().close(*scope.window_);
+}
+
+PeakValues CachingAllocator::scope_peak(const PeakScope& scope) const {
+  const std::lock_guard lock(mutex_);
+  const auto v =
+      scope.window_->open ? core_->peak_windows().peak(*scope.window_) : scope.window_->record;
+  return {v[0], v[1], v[2], v[3]};
+}
+
+void CachingAllocator::add_free_memory_callback(FreeMemoryCallback callback) {
+  const std::lock_guard lock(mutex_);
+  core_->add_free_memory_callback(std::move(callback));
+}
+
+void CachingAllocator::add_oom_observer(OomObserver observer) {
+  const std::lock_guard lock(mutex_);
+  oom_observers_.push_back(std::move(observer));
+}
+
+std::size_t CachingAllocator::memory_limit() const {
+  const std::lock_guard lock(mutex_);
+  return core_->memory_limit();
+}
+
+void CachingAllocator::set_memory_limit(std::size_t bytes) {
+  const std::lock_guard lock(mutex_);
+  core_->set_memory_limit(bytes);
+}
+
+// PeakScope lives here: it is a thin handle on its allocator's windows.
+
+PeakScope& PeakScope::operator=(PeakScope&& other) noexcept {
+  if (this != &other) {
+    close();
+    owner_ = other.owner_;
+    window_ = std::move(other.window_);
+    other.owner_ = nullptr;
+  }
+  return *this;
+}
+
+PeakValues PeakScope::peak() const {
+  if (!window_) return {};
+  if (owner_ == nullptr) {
+    const auto& v = window_->record;
+    return {v[0], v[1], v[2], v[3]};
+  }
+  return owner_->scope_peak(*this);
+}
+
+PeakValues PeakScope::begin() const noexcept {
+  if (!window_) return {};
+  const auto& v = window_->begin;
+  return {v[0], v[1], v[2], v[3]};
+}
+
+void PeakScope::close() noexcept {
+  if (owner_ != nullptr && window_ && window_->open) owner_->close_scope(*this);
+}
+
+}  // namespace memscope

@@ -1,0 +1,260 @@
+#include "memscope/config.hpp"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <set>
+#include <vector>
+
+#include "allocator/size_rules.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/units.hpp"
+
+namespace memscope {
+namespace {
+
+constexpr std::string_view kKeys =
+    "max_split_size, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
+    "memory_limit";
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+[[noreturn]] void fail(std::string_view key, std::string_view value, std::string_view allowed) {
+  throw ConfigError(
+      fmt::format("MEMSCOPE_ALLOC_CONF: {}:{} is not allowed: {}", key, value, allowed),
+      std::string(key), std::string(value));
+}
+
+// Whole, non-negative decimal number with nothing around it.
+bool parse_unsigned(std::string_view text, std::uint64_t& out) {
+  text = trim(text);
+  if (text.empty()) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && end == text.data() + text.size();
+}
+
+bool parse_double(std::string_view text, double& out) {
+  text = trim(text);
+  if (text.empty()) return false;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc{} && end == text.data() + text.size();
+}
+
+// Splits "a:1,b:[x:1,y:2],c:3" at top-level commas.
+std::vector<std::string_view> split_entries(std::string_view text) {
+  std::vector<std::string_view> entries;
+  int depth = 0;
+  std::size_t start = 0;
+  for (std::size_t i = 0; i <= text.size(); ++i) {
+    if (i == text.size() || (text[i] == ',' && depth == 0)) {
+      entries.push_back(text.substr(start, i - start));
+      start = i + 1;
+    } else if (text[i] == '[') {
+      ++depth;
+    } else if (text[i] == ']') {
+      --depth;
+    }
+  }
+  return entries;
+}
+
+std::size_t parse_max_split(std::string_view key, std::string_view value, bool in_mib) {
+  std::size_t bytes = 0;
+  if (in_mib) {
+    std::uint64_t mib = 0;
+    if (!parse_unsigned(value, mib) || mib > (std::uint64_t{1} << 40)) {
+      fail(key, value, "a whole number of MiB, at least 20 (e.g. max_split_size_mb:256)");
+    }
+    bytes = static_cast<std::size_t>(mib) * MiB;
+  } else {
+    try {
+      bytes = parse_size(value, key);
+    } catch (const ConfigError&) {
+      fail(key, value, "a size of at least 20MiB, e.g. max_split_size:256MiB");
+    }
+  }
+  if (bytes < detail::kLargeBuffer) {
+    fail(key, value,
+         "at least 20 MiB: smaller blocks are already served whole from 20 MiB segments");
+  }
+  return bytes;
+}
+
+std::uint32_t parse_divisions(std::string_view key, std::string_view value) {
+  std::uint64_t n = 0;
+  if (!parse_unsigned(value, n) || n > 1024 || (n > 1 && !std::has_single_bit(n))) {
+    fail(key, value, "a power of two up to 1024 (1 turns rounding off), e.g. 4");
+  }
+  return static_cast<std::uint32_t>(n);
+}
+
+// "4" for every interval, or "[256:1,512:2,>:8]" with interval starts in MiB (powers of two).
+void parse_roundup(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  const std::string_view v = trim(value);
+  if (v.empty() || v.front() != '[') {
+    config.roundup_power2_divisions.fill(parse_divisions(key, v));
+    return;
+  }
+  constexpr std::string_view kListForm =
+      "a list like [256:1,512:2,1024:4,>:8]: each entry sets the divisions for sizes below its "
+      "key in MiB (powers of two, rising) and above the previous key; '>' sets all larger sizes";
+  if (v.back() != ']') fail(key, value, kListForm);
+  const std::string_view body = v.substr(1, v.size() - 2);
+  std::size_t next_interval = 0;  // intervals not yet assigned start here
+  for (std::string_view item : split_entries(body)) {
+    const std::size_t colon = item.find(':');
+    if (colon == std::string_view::npos) fail(key, value, kListForm);
+    const std::string_view start = trim(item.substr(0, colon));
+    const std::uint32_t divisions = parse_divisions(key, item.substr(colon + 1));
+    std::size_t end = AllocatorConfig::kRoundupIntervals;  // one past the last interval set
+    if (start != ">") {
+      std::uint64_t mib = 0;
+      if (!parse_unsigned(start, mib) || mib < 2 || !std::has_single_bit(mib) ||
+          mib > (std::uint64_t{1} << 16)) {
+        fail(key, value, kListForm);
+      }
+      // Interval k covers [2^k MiB, 2^(k+1) MiB) (interval 0 everything below 2 MiB), so
+      // "below 2^n MiB" ends at interval n - 1.
+      end = std::min<std::size_t>(static_cast<std::size_t>(std::countr_zero(mib)),
+                                  AllocatorConfig::kRoundupIntervals);
+      if (end <= next_interval) fail(key, value, kListForm);
+    } else if (next_interval >= AllocatorConfig::kRoundupIntervals) {
+      fail(key, value, kListForm);
+    }
+    for (std::size_t i = next_interval; i < end; ++i)
+      config.roundup_power2_divisions[i] = divisions;
+    next_interval = end;
+  }
+}
+
+void parse_memory_limit(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  constexpr std::string_view kAllowed =
+      "a fraction of the device's capacity in (0, 1] such as 0.8, or a size such as 12GiB";
+  const std::string_view v = trim(value);
+  const bool has_unit = !v.empty() && std::isalpha(static_cast<unsigned char>(v.back()));
+  if (has_unit) {
+    std::size_t bytes = 0;
+    try {
+      bytes = parse_size(v, key);
+    } catch (const ConfigError&) {
+      fail(key, value, kAllowed);
+    }
+    if (bytes == 0) fail(key, value, kAllowed);
+    config.memory_limit_bytes = bytes;
+    config.memory_fraction = 1.0;
+    return;
+  }
+  double fraction = 0;
+  if (!parse_double(v, fraction) || !(fraction > 0.0 && fraction <= 1.0)) {
+    fail(key, value, kAllowed);
+  }
+  config.memory_fraction = fraction;
+  config.memory_limit_bytes = 0;
+}
+
+}  // namespace
+
+AllocatorConfig AllocatorConfig::parse(std::string_view text) {
+  AllocatorConfig config;
+  if (trim(text).empty()) return config;
+  std::set<std::string, std::less<>> seen;
+  for (std::string_view entry : split_entries(text)) {
+    entry = trim(entry);
+    if (entry.empty()) {
+      throw ConfigError(fmt::format("MEMSCOPE_ALLOC_CONF: '{}' has an empty entry; write "
+                                    "key:value pairs separated by single commas",
+                                    text),
+                        "", std::string(text));
+    }
+    const std::size_t colon = entry.find(':');
+    if (colon == std::string_view::npos) {
+      throw ConfigError(fmt::format("MEMSCOPE_ALLOC_CONF: '{}' has no value; write key:value "
+                                    "(keys: {})",
+                                    entry, kKeys),
+                        std::string(entry), "");
+    }
+    const std::string_view key = trim(entry.substr(0, colon));
+    const std::string_view value = trim(entry.substr(colon + 1));
+    const std::string_view canonical = key == "max_split_size_mb" ? "max_split_size" : key;
+    if (!seen.insert(std::string(canonical)).second) {
+      fail(key, value, "each key may be given once");
+    }
+    if (key == "max_split_size" || key == "max_split_size_mb") {
+      config.max_split_size = parse_max_split(key, value, key == "max_split_size_mb");
+    } else if (key == "roundup_power2_divisions") {
+      parse_roundup(key, value, config);
+    } else if (key == "garbage_collection_threshold") {
+      double t = 0;
+      if (!parse_double(value, t) || !(t > 0.0 && t < 1.0)) {
+        fail(key, value, "a fraction strictly between 0 and 1, e.g. 0.8");
+      }
+      config.garbage_collection_threshold = t;
+    } else if (key == "memory_limit") {
+      parse_memory_limit(key, value, config);
+    } else if (key == "expandable_segments" || key == "pinned_use_cuda_host_register" ||
+               key == "pinned_num_register_threads" || key == "backend" ||
+               key == "release_lock_on_cudamalloc") {
+      fail(key, value,
+           "this PYTORCH_CUDA_ALLOC_CONF key is not supported by memscope; remove it (keys: " +
+               std::string(kKeys) + ")");
+    } else {
+      throw ConfigError(
+          fmt::format("MEMSCOPE_ALLOC_CONF: unknown key '{}' (in '{}'); known keys: {}", key, entry,
+                      kKeys),
+          std::string(key), std::string(value));
+    }
+  }
+  return config;
+}
+
+AllocatorConfig AllocatorConfig::from_env() {
+  const char* text = std::getenv("MEMSCOPE_ALLOC_CONF");  // NOLINT(concurrency-mt-unsafe)
+  return text == nullptr ? AllocatorConfig{} : parse(text);
+}
+
+std::string AllocatorConfig::to_string() const {
+  std::vector<std::string> parts;
+  if (max_split_size != kUnlimited)
+    parts.push_back("max_split_size:" + format_size_exact(max_split_size));
+  bool any_division = false;
+  for (const std::uint32_t d : roundup_power2_divisions) any_division = any_division || d > 1;
+  if (any_division) {
+    // Interval i holds sizes below 2^(i+1) MiB; the last one holds everything larger.
+    std::string list = "roundup_power2_divisions:[";
+    for (std::size_t i = 0; i + 1 < kRoundupIntervals; ++i) {
+      list += fmt::format("{}:{},", std::size_t{2} << i, roundup_power2_divisions[i]);
+    }
+    list += fmt::format(">:{}", roundup_power2_divisions[kRoundupIntervals - 1]);
+    parts.push_back(list + "]");
+  }
+  if (garbage_collection_threshold > 0.0) {
+    parts.push_back(fmt::format("garbage_collection_threshold:{}", garbage_collection_threshold));
+  }
+  if (memory_limit_bytes != 0) {
+    parts.push_back("memory_limit:" + format_size_exact(memory_limit_bytes));
+  } else if (memory_fraction != 1.0) {
+    parts.push_back(fmt::format("memory_limit:{}", memory_fraction));
+  }
+  return fmt::format("{}", fmt::join(parts, ","));
+}
+
+std::uint32_t AllocatorConfig::divisions_for(std::size_t size) const noexcept {
+  // Interval 0 covers everything below 2 MiB; interval k covers [2^k MiB, 2^(k+1) MiB).
+  const auto log2 = static_cast<std::size_t>(std::bit_width(size)) - 1;
+  const std::size_t index = log2 > 20 ? std::min(log2 - 20, kRoundupIntervals - 1) : 0;
+  return roundup_power2_divisions[index];
+}
+
+std::size_t AllocatorConfig::memory_limit(std::size_t capacity) const noexcept {
+  if (memory_limit_bytes != 0) return memory_limit_bytes;
+  return static_cast<std::size_t>(memory_fraction * static_cast<double>(capacity));
+}
+
+}  // namespace memscope

@@ -1,0 +1,39 @@
+// AllocatorCore::snapshot(): the segment and block lists as plain values.
+#include <algorithm>
+
+#include "allocator/allocator_core.hpp"
+
+namespace memscope {
+
+Snapshot AllocatorCore::snapshot() const {
+  Snapshot snap;
+  snap.backend = backend_.name();
+  snap.settings = config_.to_string();
+  for (const detail::Segment* s = segments_; s != nullptr; s = s->next) {
+    SegmentInfo info;
+    info.address = s->base;
+    info.total_size = s->size;
+    info.stream = s->stream;
+    info.small_pool = s->small_pool;
+    for (const detail::Block* b = s->first; b != nullptr; b = b->next) {
+      BlockInfo block{b->address, b->size, b->requested_size, BlockState::inactive};
+      if (b->allocated) {
+        block.state = BlockState::active_allocated;
+        info.allocated_size += b->size;
+      } else if (b->pending_events > 0) {
+        block.state = BlockState::active_pending_free;
+      }
+      if (block.state != BlockState::inactive) {
+        info.active_size += b->size;
+        info.requested_size += b->requested_size;
+      }
+      info.blocks.push_back(block);
+    }
+    snap.segments.push_back(std::move(info));
+  }
+  std::sort(snap.segments.begin(), snap.segments.end(),
+            [](const SegmentInfo& a, const SegmentInfo& b) { return a.address < b.address; });
+  return snap;
+}
+
+}  // namespace memscope

@@ -1,0 +1,59 @@
+// FreeBins: the cached blocks of one pool (small or large) of one stream, with O(1) best fit.
+//
+// Blocks sit in intrusive lists, one per size class, and a two-level bitmap marks the classes
+// that hold blocks, so finding the first non-empty class at or above a size is two bit scans,
+// however many blocks are cached. The small pool has one exact class per 512-byte size up to
+// its 2 MiB segment size. The large pool has 16 classes per power of two; inside one class the
+// smallest block that fits is found by scanning that class only.
+//
+// Best fit: the smallest cached block at least as big as the request. Among blocks of equal
+// size the most recently cached wins (LIFO): it is the likeliest to be warm in caches and TLBs,
+// and it makes the choice O(1). (PyTorch breaks ties by lowest address instead.)
+// Not synchronised; the allocator calls it under its lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "allocator/block.hpp"
+
+namespace memscope::detail {
+
+class FreeBins {
+ public:
+  explicit FreeBins(bool small_pool);
+
+  void insert(Block* block) noexcept;
+  void remove(Block* block) noexcept;
+  // The best-fitting block for `size` bytes, left in place, or nullptr.
+  [[nodiscard]] Block* best_fit(std::size_t size) const noexcept;
+
+  [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  [[nodiscard]] bool small_pool() const noexcept { return small_pool_; }
+
+  // Calls f(Block*) for every cached block of at least `min_size` bytes (f must not modify
+  // the bins; collect first, then change).
+  template <class F>
+  void for_each(std::size_t min_size, F&& f) const {
+    for (std::size_t bin = next_nonempty(bin_index(min_size)); bin < heads_.size();
+         bin = next_nonempty(bin + 1)) {
+      for (Block* b = heads_[bin]; b != nullptr; b = b->bin_next) {
+        if (b->size >= min_size) f(b);
+      }
+    }
+  }
+
+ private:
+  [[nodiscard]] std::size_t bin_index(std::size_t size) const noexcept;
+  // First bin >= `from` that holds a block, or heads_.size() when none does.
+  [[nodiscard]] std::size_t next_nonempty(std::size_t from) const noexcept;
+
+  bool small_pool_;
+  std::size_t count_ = 0;
+  std::vector<Block*> heads_;
+  std::vector<std::uint64_t> words_;  // bit per bin: non-empty
+  std::uint64_t summary_ = 0;         // bit per word of words_: non-zero
+};
+
+}  // namespace memscope::detail

@@ -94,10 +94,11 @@ std::string format_oom_message(const OutOfMemoryError::Figures& f, std::string_v
         config.max_split_size == AllocatorConfig::kUnlimited
             ? std::string("256MiB")
             : format_size_exact(std::max(config.max_split_size / 2, kLargeBuffer)));
-  } else if (f.device_free < f.requested) {
-    msg +=
-        " Other processes or allocators use the rest of the device; free memory there, or "
-        "make the request smaller.";
+  } else if (f.capacity > f.device_free + f.reserved) {
+    msg += fmt::format(" Other processes or allocators hold {} of the device.",
+                       bytes(f.capacity - f.device_free - f.reserved));
+  } else {
+    msg += " Live allocations fill the device: free some, or make the request smaller.";
   }
   return msg;
 }

@@ -25,7 +25,12 @@ namespace {
 std::unique_ptr<Backend> make_backend(std::string_view spec) {
   if (spec == "host") return std::make_unique<HostBackend>();
   if (spec.starts_with("sim:")) {
-    const std::size_t capacity = parse_size(spec.substr(4), "simulated device capacity");
+    std::size_t capacity = 0;
+    try {
+      capacity = parse_size(spec.substr(4), "simulated device capacity");
+    } catch (const ConfigError& e) {
+      bad_spec(spec, e.what());
+    }
     if (capacity == 0) bad_spec(spec, "a simulated device needs a capacity above zero");
     return std::make_unique<SimulatedBackend>(capacity);
   }

@@ -1,0 +1,126 @@
+// MEMSCOPE_ALLOC_CONF: every option, every malformed form, and the round trip through
+// to_string().
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "memscope/config.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/units.hpp"
+
+namespace memscope {
+namespace {
+
+TEST(Config, EmptyMeansDefaults) {
+  EXPECT_EQ(AllocatorConfig::parse(""), AllocatorConfig{});
+  EXPECT_EQ(AllocatorConfig::parse("   "), AllocatorConfig{});
+  EXPECT_EQ(AllocatorConfig{}.to_string(), "");
+}
+
+TEST(Config, MaxSplitSizeInBothSpellings) {
+  EXPECT_EQ(AllocatorConfig::parse("max_split_size:256MiB").max_split_size, 256 * MiB);
+  EXPECT_EQ(AllocatorConfig::parse("max_split_size_mb:256").max_split_size, 256 * MiB);
+  EXPECT_EQ(AllocatorConfig::parse(" max_split_size : 1GiB ").max_split_size, 1 * GiB);
+}
+
+TEST(Config, RoundupDivisionsSingleAndList) {
+  const auto single = AllocatorConfig::parse("roundup_power2_divisions:4");
+  for (const auto d : single.roundup_power2_divisions) EXPECT_EQ(d, 4U);
+  const auto list = AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
+  EXPECT_EQ(list.divisions_for(1 * MiB), 1U);
+  EXPECT_EQ(list.divisions_for(255 * MiB), 1U);
+  EXPECT_EQ(list.divisions_for(256 * MiB), 2U);
+  EXPECT_EQ(list.divisions_for(600 * MiB), 4U);
+  EXPECT_EQ(list.divisions_for(1 * GiB), 8U);
+  EXPECT_EQ(list.divisions_for(100 * GiB), 8U);
+}
+
+TEST(Config, GcThresholdAndMemoryLimit) {
+  EXPECT_DOUBLE_EQ(
+      AllocatorConfig::parse("garbage_collection_threshold:0.6").garbage_collection_threshold, 0.6);
+  const auto fraction = AllocatorConfig::parse("memory_limit:0.5");
+  EXPECT_EQ(fraction.memory_limit(8 * GiB), 4 * GiB);
+  const auto bytes = AllocatorConfig::parse("memory_limit:3GiB");
+  EXPECT_EQ(bytes.memory_limit(8 * GiB), 3 * GiB);
+  EXPECT_EQ(AllocatorConfig{}.memory_limit(8 * GiB), 8 * GiB);
+}
+
+TEST(Config, RoundTripsThroughToString) {
+  for (const char* text :
+       {"max_split_size:256MiB", "roundup_power2_divisions:4",
+        "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", "garbage_collection_threshold:0.75",
+        "memory_limit:0.5", "memory_limit:3GiB",
+        "max_split_size:1GiB,roundup_power2_divisions:2,garbage_collection_threshold:0.5,memory_"
+        "limit:12GiB"}) {
+    const auto config = AllocatorConfig::parse(text);
+    EXPECT_EQ(AllocatorConfig::parse(config.to_string()), config)
+        << text << " -> " << config.to_string();
+  }
+}
+
+struct Bad {
+  const char* text;
+  const char* key;       // the key the error must name
+  const char* mentions;  // and a word of what is allowed
+};
+
+class ConfigRejects : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(ConfigRejects, WithTypedErrorNamingKeyAndValue) {
+  const Bad bad = GetParam();
+  try {
+    (void)AllocatorConfig::parse(bad.text);
+    FAIL() << "accepted: " << bad.text;
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.key(), bad.key) << e.what();
+    EXPECT_NE(std::string(e.what()).find(bad.mentions), std::string::npos) << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Malformed, ConfigRejects,
+    ::testing::Values(
+        Bad{"max_split:10", "max_split", "known keys"},
+        Bad{"MAX_SPLIT_SIZE:256MiB", "MAX_SPLIT_SIZE", "known keys"},
+        Bad{"max_split_size", "max_split_size", "key:value"},
+        Bad{"max_split_size:", "max_split_size", "at least 20"},
+        Bad{"max_split_size:10MiB", "max_split_size", "at least 20 MiB"},
+        Bad{"max_split_size:lots", "max_split_size", "256MiB"},
+        Bad{"max_split_size_mb:1.5", "max_split_size_mb", "whole number"},
+        Bad{"max_split_size_mb:-5", "max_split_size_mb", "whole number"},
+        Bad{"max_split_size_mb:99999999999999999999", "max_split_size_mb", "whole number"},
+        Bad{"max_split_size:256MiB,max_split_size_mb:300", "max_split_size_mb", "once"},
+        Bad{"roundup_power2_divisions:3", "roundup_power2_divisions", "power of two"},
+        Bad{"roundup_power2_divisions:2048", "roundup_power2_divisions", "power of two"},
+        Bad{"roundup_power2_divisions:[256:1", "roundup_power2_divisions", "list"},
+        Bad{"roundup_power2_divisions:[300:1]", "roundup_power2_divisions", "list"},
+        Bad{"roundup_power2_divisions:[512:1,256:2]", "roundup_power2_divisions", "rising"},
+        Bad{"roundup_power2_divisions:[>:2,>:4]", "roundup_power2_divisions", "list"},
+        Bad{"roundup_power2_divisions:[256]", "roundup_power2_divisions", "list"},
+        Bad{"garbage_collection_threshold:1.0", "garbage_collection_threshold", "between 0 and 1"},
+        Bad{"garbage_collection_threshold:0", "garbage_collection_threshold", "between 0 and 1"},
+        Bad{"garbage_collection_threshold:nan", "garbage_collection_threshold", "between 0 and 1"},
+        Bad{"memory_limit:1.5", "memory_limit", "fraction"},
+        Bad{"memory_limit:0", "memory_limit", "fraction"},
+        Bad{"memory_limit:0GiB", "memory_limit", "fraction"},
+        Bad{"memory_limit:12 bananas", "memory_limit", "size"},
+        Bad{"expandable_segments:True", "expandable_segments", "not supported"}));
+
+TEST(Config, EmptyEntryIsAnError) {
+  EXPECT_THROW((void)AllocatorConfig::parse("max_split_size:256MiB,,memory_limit:0.5"),
+               ConfigError);
+  EXPECT_THROW((void)AllocatorConfig::parse("memory_limit:0.5,"), ConfigError);
+}
+
+TEST(Config, FromEnvironment) {
+  ASSERT_EQ(setenv("MEMSCOPE_ALLOC_CONF", "memory_limit:0.5", 1),
+            0);  // NOLINT(concurrency-mt-unsafe)
+  EXPECT_DOUBLE_EQ(AllocatorConfig::from_env().memory_fraction, 0.5);
+  ASSERT_EQ(setenv("MEMSCOPE_ALLOC_CONF", "bogus:1", 1), 0);  // NOLINT(concurrency-mt-unsafe)
+  EXPECT_THROW((void)AllocatorConfig::from_env(), ConfigError);
+  ASSERT_EQ(unsetenv("MEMSCOPE_ALLOC_CONF"), 0);  // NOLINT(concurrency-mt-unsafe)
+  EXPECT_EQ(AllocatorConfig::from_env(), AllocatorConfig{});
+}
+
+}  // namespace
+}  // namespace memscope

@@ -1,0 +1,136 @@
+// The allocator's building blocks against brute-force references: size rules, the best-fit
+// bins and the pointer map.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "allocator/free_bins.hpp"
+#include "allocator/pointer_map.hpp"
+#include "allocator/size_rules.hpp"
+#include "memscope/units.hpp"
+
+namespace memscope::detail {
+namespace {
+
+TEST(SizeRules, RoundingAndSegments) {
+  const AllocatorConfig config;
+  EXPECT_EQ(round_size(1, config), 512U);
+  EXPECT_EQ(round_size(512, config), 512U);
+  EXPECT_EQ(round_size(513, config), 1024U);
+  EXPECT_EQ(round_size(1 * MiB + 1, config), 1 * MiB + 512);
+  EXPECT_EQ(segment_size(512), 2 * MiB);
+  EXPECT_EQ(segment_size(1 * MiB), 2 * MiB);
+  EXPECT_EQ(segment_size(1 * MiB + 512), 20 * MiB);
+  EXPECT_EQ(segment_size(10 * MiB - 512), 20 * MiB);
+  EXPECT_EQ(segment_size(10 * MiB), 10 * MiB);
+  EXPECT_EQ(segment_size(11 * MiB + 1), 12 * MiB);
+}
+
+TEST(SizeRules, PowerOfTwoDivisions) {
+  const AllocatorConfig config = AllocatorConfig::parse("roundup_power2_divisions:4");
+  EXPECT_EQ(round_size(1200 * MiB, config), 1280 * MiB);
+  EXPECT_EQ(round_size(1024 * MiB, config), 1024 * MiB);
+  EXPECT_EQ(round_size(1025 * MiB, config), 1280 * MiB);
+  EXPECT_EQ(round_size(1800 * MiB, config), 2048 * MiB);
+  EXPECT_EQ(round_size(1500, config), 1536U);  // below 512 x divisions: plain rounding
+}
+
+TEST(SizeRules, SplitAndServe) {
+  constexpr std::size_t kUnlimited = AllocatorConfig::kUnlimited;
+  EXPECT_TRUE(should_split(2 * MiB, 2 * MiB - 512, true, kUnlimited));
+  EXPECT_FALSE(should_split(1024, 1024, true, kUnlimited));
+  EXPECT_TRUE(should_split(20 * MiB, 2 * MiB, false, kUnlimited));
+  EXPECT_FALSE(should_split(20 * MiB, 19 * MiB, false, kUnlimited));  // 1 MiB left: not > 1 MiB
+  EXPECT_FALSE(should_split(200 * MiB, 100 * MiB, false, 64 * MiB));  // oversize
+  EXPECT_FALSE(may_serve(100 * MiB, 30 * MiB, 64 * MiB));
+  EXPECT_TRUE(may_serve(100 * MiB, 90 * MiB, 64 * MiB));
+  EXPECT_FALSE(may_serve(120 * MiB, 90 * MiB, 64 * MiB));
+}
+
+// Reference best fit: smallest size >= request; among equal sizes the most recently inserted.
+Block* reference_fit(const std::vector<Block*>& cached, std::size_t size) {
+  Block* best = nullptr;
+  for (Block* b : cached) {  // `cached` is in insertion order
+    if (b->size >= size && (best == nullptr || b->size <= best->size)) best = b;
+  }
+  return best;
+}
+
+void check_bins_against_reference(bool small, std::size_t max_size, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  FreeBins bins(small);
+  std::vector<Block> storage(4000);
+  std::vector<Block*> cached;
+  std::vector<Block*> spare;
+  for (Block& b : storage) spare.push_back(&b);
+  const auto random_size = [&] {
+    return std::uniform_int_distribution<std::size_t>(1, max_size / 512)(rng) * 512;
+  };
+  for (int step = 0; step < 50'000; ++step) {
+    if (!spare.empty() && (cached.empty() || rng() % 2 == 0)) {
+      Block* b = spare.back();
+      spare.pop_back();
+      b->size = random_size();
+      bins.insert(b);
+      cached.push_back(b);
+    } else {
+      const std::size_t want = random_size();
+      Block* expected = reference_fit(cached, want);
+      Block* got = bins.best_fit(want);
+      ASSERT_EQ(got == nullptr, expected == nullptr) << "step " << step;
+      if (got == nullptr) continue;
+      ASSERT_EQ(got->size, expected->size) << "step " << step;
+      bins.remove(got);
+      cached.erase(std::find(cached.begin(), cached.end(), got));
+      spare.push_back(got);
+    }
+    ASSERT_EQ(bins.count(), cached.size());
+  }
+}
+
+TEST(FreeBinsTest, SmallPoolBestFitMatchesReference) {
+  check_bins_against_reference(true, 2 * MiB, 1);
+}
+
+TEST(FreeBinsTest, LargePoolBestFitMatchesReference) {
+  check_bins_against_reference(false, 4 * GiB, 2);
+}
+
+TEST(FreeBinsTest, LargePoolCloseSizesMatchReference) {
+  check_bins_against_reference(false, 3 * MiB, 3);  // many blocks share a size class
+}
+
+TEST(PointerMapTest, MatchesUnorderedMap) {
+  std::mt19937_64 rng(9);
+  PointerMap map;
+  std::unordered_map<std::uintptr_t, Block*> reference;
+  std::vector<std::uintptr_t> keys;
+  for (int step = 0; step < 200'000; ++step) {
+    if (keys.empty() || rng() % 3 != 0) {
+      const std::uintptr_t key = (rng() % (1U << 20) + 1) * 512;
+      if (reference.contains(key)) continue;
+      auto* value = reinterpret_cast<Block*>(key * 3);  // NOLINT: an opaque tag, never used
+      map.insert(key, value);
+      reference[key] = value;
+      keys.push_back(key);
+    } else {
+      const std::size_t i = rng() % keys.size();
+      const std::uintptr_t key = keys[i];
+      ASSERT_EQ(map.find(key), reference[key]);
+      ASSERT_EQ(map.erase(key), reference[key]);
+      ASSERT_EQ(map.find(key), nullptr);
+      ASSERT_EQ(map.erase(key), nullptr);
+      reference.erase(key);
+      keys[i] = keys.back();
+      keys.pop_back();
+    }
+    ASSERT_EQ(map.size(), reference.size());
+  }
+  for (const auto& [key, value] : reference) ASSERT_EQ(map.find(key), value);
+}
+
+}  // namespace
+}  // namespace memscope::detail

@@ -1,0 +1,167 @@
+// Out of memory on the simulated device, at exact sizes: the flush-and-retry path, the error's
+// content, observers, and an allocator that keeps working afterwards.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "allocator_invariants.hpp"
+#include "memscope/caching_allocator.hpp"
+#include "memscope/simulated_backend.hpp"
+#include "memscope/units.hpp"
+
+namespace memscope {
+namespace {
+
+constexpr auto kAll = static_cast<std::size_t>(StatPool::all);
+
+TEST(OutOfMemory, FailsExactlyWhenCapacityWouldBeExceeded) {
+  auto device = std::make_shared<SimulatedBackend>(100 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  void* a = allocator.allocate(60 * MiB);  // segment 60 MiB
+  void* b = allocator.allocate(40 * MiB);  // exactly fills the device
+  EXPECT_EQ(device->free_bytes(), 0U);
+  EXPECT_THROW((void)allocator.allocate(1), OutOfMemoryError);  // needs a 2 MiB segment
+  EXPECT_EQ(allocator.stats().num_ooms, 1);
+  allocator.deallocate(b);
+  void* c = allocator.allocate(40 * MiB);  // cache hit, no new segment
+  EXPECT_EQ(c, b);
+  allocator.deallocate(a);
+  allocator.deallocate(c);
+  EXPECT_TRUE(testing::allocator_consistent(allocator));
+}
+
+TEST(OutOfMemory, FlushesOtherStreamsCacheAndRetries) {
+  auto device = std::make_shared<SimulatedBackend>(64 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  void* a = allocator.allocate(40 * MiB, /*stream=*/1);
+  allocator.deallocate(a);  // cached on stream 1, useless to stream 2
+  void* b = allocator.allocate(40 * MiB, /*stream=*/2);
+  const MemoryStats s = allocator.stats();
+  EXPECT_EQ(s.num_alloc_retries, 1);
+  EXPECT_EQ(s.num_ooms, 0);
+  EXPECT_EQ(s.num_device_free, 1);
+  EXPECT_EQ(s.num_sync_all_streams, 1);
+  allocator.deallocate(b);
+}
+
+TEST(OutOfMemory, MessageStatesTheFiguresAndAHint) {
+  auto device = std::make_shared<SimulatedBackend>(1 * GiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  void* a = allocator.allocate(600 * MiB);
+  try {
+    (void)allocator.allocate(500 * MiB);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("sim:1GiB"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("tried to allocate 500.00 MiB (524288000 bytes)"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("1.00 GiB in all"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("424.00 MiB free"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("600.00 MiB in live allocations"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("0 B reserved but unallocated"), std::string::npos) << msg;
+    EXPECT_EQ(e.figures().requested, 500 * MiB);
+    EXPECT_EQ(e.figures().capacity, 1 * GiB);
+    EXPECT_EQ(e.figures().allocated, 600 * MiB);
+    EXPECT_EQ(e.figures().reserved, 600 * MiB);
+    EXPECT_EQ(e.figures().device_free, 424 * MiB);
+  }
+  allocator.deallocate(a);
+}
+
+TEST(OutOfMemory, FragmentedCacheSuggestsMaxSplitSize) {
+  auto device = std::make_shared<SimulatedBackend>(200 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  // Two 90 MiB segments, each pinned by a live 10 MiB block carved from it: 160 MiB cached,
+  // none of it usable for one 150 MiB request.
+  void* a = allocator.allocate(90 * MiB, 1);
+  allocator.deallocate(a);
+  void* pin_a = allocator.allocate(10 * MiB, 1);
+  void* b = allocator.allocate(90 * MiB, 2);
+  allocator.deallocate(b);
+  void* pin_b = allocator.allocate(10 * MiB, 2);
+  EXPECT_EQ(allocator.stats().reserved_bytes[kAll].current, static_cast<std::int64_t>(180 * MiB));
+  try {
+    (void)allocator.allocate(150 * MiB);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("160.00 MiB reserved but unallocated"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_split_size"), std::string::npos) << e.what();
+  }
+  allocator.deallocate(pin_a);
+  allocator.deallocate(pin_b);
+}
+
+TEST(OutOfMemory, MemoryLimitIsEnforcedAndNamed) {
+  auto device = std::make_shared<SimulatedBackend>(1 * GiB);
+  CachingAllocator allocator(device, AllocatorConfig::parse("memory_limit:0.25"));
+  EXPECT_EQ(allocator.memory_limit(), 256 * MiB);
+  void* a = allocator.allocate(200 * MiB);
+  try {
+    (void)allocator.allocate(100 * MiB);
+    FAIL() << "expected OutOfMemoryError";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("memory limit is 256.00 MiB"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("Raising memory_limit"), std::string::npos);
+  }
+  allocator.set_memory_limit(512 * MiB);
+  void* b = allocator.allocate(100 * MiB);
+  allocator.deallocate(a);
+  allocator.deallocate(b);
+}
+
+TEST(OutOfMemory, ObserversRunWithoutTheLockAndBeforeTheThrow) {
+  auto device = std::make_shared<SimulatedBackend>(32 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  std::int64_t ooms_seen = -1;
+  allocator.add_oom_observer([&](const OutOfMemoryError& e) {
+    // Calling back into the allocator would deadlock if the lock were still held.
+    ooms_seen = allocator.stats().num_ooms;
+    EXPECT_EQ(e.figures().requested, 64 * MiB);
+  });
+  EXPECT_THROW((void)allocator.allocate(64 * MiB), OutOfMemoryError);
+  EXPECT_EQ(ooms_seen, 1);
+}
+
+TEST(OutOfMemory, FreeMemoryCallbackGetsAChanceBeforeReserving) {
+  auto device = std::make_shared<SimulatedBackend>(32 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  int calls = 0;
+  allocator.add_free_memory_callback([&calls] {
+    ++calls;
+    return false;
+  });
+  void* a = allocator.allocate(1 * MiB);  // miss: callback runs
+  allocator.deallocate(a);
+  void* b = allocator.allocate(1 * MiB);  // hit: it does not
+  EXPECT_EQ(calls, 1);
+  allocator.deallocate(b);
+}
+
+TEST(OutOfMemory, AbsurdRequestsFailCleanly) {
+  auto device = std::make_shared<SimulatedBackend>(1 * GiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  EXPECT_THROW((void)allocator.allocate(~std::size_t{0}), OutOfMemoryError);
+  EXPECT_THROW((void)allocator.allocate(~std::size_t{0} / 2), OutOfMemoryError);
+  EXPECT_EQ(allocator.stats().num_ooms, 2);
+  void* a = allocator.allocate(1 * KiB);
+  EXPECT_NE(a, nullptr);
+  allocator.deallocate(a);
+  EXPECT_TRUE(testing::allocator_consistent(allocator));
+}
+
+TEST(OutOfMemory, ExistingAllocationsSurviveAndStatsStayConsistent) {
+  auto device = std::make_shared<SimulatedBackend>(256 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  void* keep = allocator.allocate(100 * MiB);
+  const MemoryStats before = allocator.stats();
+  EXPECT_THROW((void)allocator.allocate(200 * MiB), OutOfMemoryError);
+  const MemoryStats after = allocator.stats();
+  EXPECT_EQ(after.allocated_bytes[kAll].current, before.allocated_bytes[kAll].current);
+  EXPECT_EQ(allocator.lookup(keep).size, 100 * MiB);
+  EXPECT_TRUE(testing::allocator_consistent(allocator));
+  allocator.deallocate(keep);
+}
+
+}  // namespace
+}  // namespace memscope

@@ -1,7 +1,7 @@
 # Thin front door: the real build is CMake (CMakePresets.json). Every target bootstraps first.
 JOBS ?= $(shell nproc)
 
-.PHONY: all bootstrap build demo test test-cpp test-asan test-tsan bench format tidy clean
+.PHONY: all bootstrap build demo test test-asan test-tsan bench fuzz format tidy clean
 
 all: build
 
@@ -31,6 +31,14 @@ test-tsan: bootstrap
 bench: build
 	@./build/bench/memscope_bench --benchmark_out=build/bench-results.json --benchmark_out_format=json
 
+# Each libFuzzer target for FUZZ_SECONDS (new inputs it finds go to build-fuzz/corpus-*).
+FUZZ_SECONDS ?= 60
+fuzz: bootstrap
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_config fuzz_size
+	@for t in config size; do mkdir -p build-fuzz/corpus-$$t; \
+	  ./build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
+
 format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
 
@@ -38,4 +46,4 @@ tidy: build
 	@git ls-files 'src/*.cpp' | xargs clang-tidy -p build --quiet
 
 clean:
-	@rm -rf build build-asan build-tsan
+	@rm -rf build build-asan build-tsan build-fuzz

@@ -33,6 +33,25 @@ struct PendingRange {
   std::set<StreamId> waiting_on;  // held streams recorded on the block when it was freed
 };
 
+bool peaks_monotone(const MemoryStats& before, const MemoryStats& after) {
+  const StatArray MemoryStats::*families[] = {
+      &MemoryStats::allocation,      &MemoryStats::segment,        &MemoryStats::active,
+      &MemoryStats::inactive_split,  &MemoryStats::allocated_bytes, &MemoryStats::reserved_bytes,
+      &MemoryStats::active_bytes,    &MemoryStats::inactive_split_bytes,
+      &MemoryStats::requested_bytes};
+  for (const auto family : families) {
+    for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+      if ((after.*family)[pool].peak < (before.*family)[pool].peak) {
+        ADD_FAILURE() << "a peak fell from " << (before.*family)[pool].peak << " to "
+                      << (after.*family)[pool].peak;
+        return false;
+      }
+    }
+  }
+  return after.oversize_allocations.peak >= before.oversize_allocations.peak &&
+         after.oversize_segments.peak >= before.oversize_segments.peak;
+}
+
 class RandomSequence {
  public:
   RandomSequence(std::uint64_t seed, const AllocatorConfig& config)
@@ -98,13 +117,8 @@ class RandomSequence {
       EXPECT_FALSE(address < r.end && address + found.size > r.begin)
           << "step " << step_ << ": reused a block while a recorded stream was still working";
     }
-    // The block belongs to a segment of the stream it was asked for.
-    for (const SegmentInfo& s : allocator_.snapshot().segments) {
-      if (address >= s.address && address < s.address + s.total_size) {
-        EXPECT_EQ(s.stream, stream) << "step " << step_ << ": block handed across streams";
-      }
-    }
     live_.emplace(address, Live{size, stream, {}});
+    just_allocated_ = address;
   }
 
   void free_one() {
@@ -155,19 +169,22 @@ class RandomSequence {
   }
 
   bool check() {
-    const ::testing::AssertionResult consistent = testing::allocator_consistent(allocator_);
-    EXPECT_TRUE(consistent) << "step " << step_;
     const MemoryStats now = allocator_.stats();
-    // Peaks never fall between resets.
-    const auto a = now.flatten();
-    const auto b = previous_.flatten();
-    for (const auto& [key, value] : a) {
-      if (key.ends_with(".peak") && value < b.at(key)) {
-        ADD_FAILURE() << "step " << step_ << ": " << key << " fell from " << b.at(key) << " to "
-                      << value;
-        return false;
+    const Snapshot snap = allocator_.snapshot();
+    const ::testing::AssertionResult consistent = testing::consistent(now, snap);
+    EXPECT_TRUE(consistent) << "step " << step_;
+    if (just_allocated_ != 0) {
+      // The new block belongs to a segment of the stream it was asked for.
+      for (const SegmentInfo& s : snap.segments) {
+        if (just_allocated_ >= s.address && just_allocated_ < s.address + s.total_size) {
+          EXPECT_EQ(s.stream, live_.at(just_allocated_).stream)
+              << "step " << step_ << ": block handed across streams";
+        }
       }
+      just_allocated_ = 0;
     }
+    // Peaks never fall between resets.
+    if (!peaks_monotone(previous_, now)) return false;
     EXPECT_EQ(device_->reserved_bytes(), static_cast<std::size_t>(now.reserved_bytes[0].current));
     EXPECT_EQ(now.allocation[0].current, static_cast<std::int64_t>(live_.size()));
     previous_ = now;
@@ -182,6 +199,7 @@ class RandomSequence {
   std::set<StreamId> held_;
   MemoryStats previous_;
   int step_ = 0;
+  std::uintptr_t just_allocated_ = 0;
 };
 
 TEST(RandomSequence, HundredThousandStepsDefaultConfig) {

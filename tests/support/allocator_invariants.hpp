@@ -14,9 +14,8 @@ namespace memscope::testing {
 
 // Success, or a failure naming the first broken invariant, so callers running 100,000 steps
 // can stop at the first failure and print the step number.
-inline ::testing::AssertionResult allocator_consistent(const CachingAllocator& allocator) {
-  const MemoryStats live = allocator.stats();
-  const Snapshot snap = allocator.snapshot();
+// `live` and `snap` must be taken with no allocator call in between.
+inline ::testing::AssertionResult consistent(const MemoryStats& live, const Snapshot& snap) {
   const MemoryStats rebuilt = snap.totals();
   const auto check = [](const StatArray& a, const StatArray& b, const char* name) -> std::string {
     static const char* const kPools[] = {"all", "small_pool", "large_pool"};
@@ -69,6 +68,11 @@ inline ::testing::AssertionResult allocator_consistent(const CachingAllocator& a
     }
   }
   return ::testing::AssertionSuccess();
+}
+
+inline ::testing::AssertionResult allocator_consistent(const CachingAllocator& allocator) {
+  const MemoryStats live = allocator.stats();
+  return consistent(live, allocator.snapshot());
 }
 
 }  // namespace memscope::testing

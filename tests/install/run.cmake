@@ -1,0 +1,30 @@
+# Installs the built library into a scratch prefix, builds tests/install as a separate
+# project against it with find_package(memscope), runs the example and checks its output.
+set(prefix ${WORK}/prefix)
+file(REMOVE_RECURSE ${WORK})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix} RESULT_VARIABLE rc OUTPUT_QUIET)
+if(rc)
+  message(FATAL_ERROR "install failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE}/tests/install -B ${WORK}/consumer
+                -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
+                -DMEMSCOPE_EXAMPLE=${SOURCE}/examples/usage.cpp
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc)
+  message(FATAL_ERROR "find_package(memscope) failed:\n${out}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${WORK}/consumer RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(rc)
+  message(FATAL_ERROR "building against the installed package failed:\n${out}")
+endif()
+execute_process(COMMAND ${WORK}/consumer/usage RESULT_VARIABLE rc OUTPUT_VARIABLE out)
+if(rc)
+  message(FATAL_ERROR "the example failed:\n${out}")
+endif()
+foreach(expected "step peak: 3758096384 bytes" "536870912 allocated, 3758096384 reserved" "3221225472 bytes released")
+  string(FIND "${out}" "${expected}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "expected '${expected}' in:\n${out}")
+  endif()
+endforeach()
+message(STATUS "${out}")

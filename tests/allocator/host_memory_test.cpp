@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "memscope/caching_allocator.hpp"
+#include "sanitizers.hpp"
 #include "memscope/host_backend.hpp"
 #include "memscope/units.hpp"
 
@@ -28,6 +29,7 @@ std::int64_t rss_bytes() {
 constexpr std::int64_t kTolerance = 1 * MiB;
 
 TEST(HostMemory, EmptyCacheMakesRssFallByTheReleasedBytes) {
+  if (testing::kThreadSanitizer) GTEST_SKIP() << testing::kRssUnderTsan;
   CachingAllocator allocator(std::make_shared<HostBackend>(), AllocatorConfig{});
   void* big = allocator.allocate(256 * MiB);
   std::memset(big, 1, 256 * MiB);
@@ -42,6 +44,7 @@ TEST(HostMemory, EmptyCacheMakesRssFallByTheReleasedBytes) {
 }
 
 TEST(HostMemory, ReservedBytesAreResidentAtOnce) {
+  if (testing::kThreadSanitizer) GTEST_SKIP() << testing::kRssUnderTsan;
   CachingAllocator allocator(std::make_shared<HostBackend>(), AllocatorConfig{});
   const std::int64_t before = rss_bytes();
   void* p = allocator.allocate(128 * MiB);  // never touched by us
@@ -53,6 +56,7 @@ TEST(HostMemory, ReservedBytesAreResidentAtOnce) {
 }
 
 TEST(HostMemory, CachedMemoryStaysResidentUntilEmptyCache) {
+  if (testing::kThreadSanitizer) GTEST_SKIP() << testing::kRssUnderTsan;
   CachingAllocator allocator(std::make_shared<HostBackend>(), AllocatorConfig{});
   void* p = allocator.allocate(64 * MiB);
   const std::int64_t held = rss_bytes();

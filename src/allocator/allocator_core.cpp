@@ -121,7 +121,7 @@ void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryErro
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
-Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
+Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) const noexcept {
   Block* block = bins.best_fit(rounded);
   if (block == nullptr || !detail::may_serve(block->size, rounded, config_.max_split_size)) {
     return nullptr;

@@ -22,8 +22,10 @@ FreeBins::FreeBins(bool small_pool)
 
 std::size_t FreeBins::bin_index(std::size_t size) const noexcept {
   if (small_pool_) {
+    // Small-pool blocks and requests never exceed the 2 MiB segment, so the clamp only keeps
+    // the index provably in range.
     const std::size_t index = size == 0 ? 0 : (size - 1) / kMinBlockSize;
-    return index < kSmallBins ? index : kSmallBins;  // past the end: nothing can fit
+    return index < kSmallBins ? index : kSmallBins - 1;
   }
   if (size < (std::size_t{1} << kFirstLargeLog2)) return 0;
   const auto log2 = static_cast<unsigned>(std::bit_width(size) - 1);

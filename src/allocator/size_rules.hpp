@@ -11,15 +11,16 @@
 #include <cstddef>
 
 #include "memscope/config.hpp"
+#include "memscope/units.hpp"
 
 namespace memscope::detail {
 
-inline constexpr std::size_t kMinBlockSize = 512;                // alignment and smallest block
-inline constexpr std::size_t kSmallSize = 1024 * 1024;           // largest small-pool block
-inline constexpr std::size_t kSmallBuffer = 2 * 1024 * 1024;     // small-pool segment size
-inline constexpr std::size_t kMinLargeAlloc = 10 * 1024 * 1024;  // below: one 20 MiB segment
-inline constexpr std::size_t kLargeBuffer = 20 * 1024 * 1024;    // segment size for 1-10 MiB
-inline constexpr std::size_t kRoundLarge = 2 * 1024 * 1024;      // granularity above 10 MiB
+inline constexpr std::size_t kMinBlockSize = 512;        // alignment and smallest block
+inline constexpr std::size_t kSmallSize = 1 * MiB;       // largest small-pool block
+inline constexpr std::size_t kSmallBuffer = 2 * MiB;     // small-pool segment size
+inline constexpr std::size_t kMinLargeAlloc = 10 * MiB;  // below: one 20 MiB segment
+inline constexpr std::size_t kLargeBuffer = 20 * MiB;    // segment size for 1-10 MiB
+inline constexpr std::size_t kRoundLarge = 2 * MiB;      // granularity above 10 MiB
 // Requests above this cannot be rounded without overflow; no backend has this much memory.
 inline constexpr std::size_t kLargestRequest = std::size_t{1} << 62;
 

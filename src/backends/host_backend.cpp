@@ -4,7 +4,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
-#include <cstring>
+#include <system_error>
 
 #include "backends/system_memory.hpp"
 #include "memscope/errors.hpp"
@@ -29,8 +29,8 @@ void* HostBackend::reserve(std::size_t bytes) {
   if (p == MAP_FAILED) {
     const int err = errno;
     if (err == ENOMEM) return nullptr;
-    throw BackendError(
-        fmt::format("host backend: mmap of {} bytes failed: {}", bytes, std::strerror(err)));
+    throw BackendError(fmt::format("host backend: mmap of {} bytes failed: {}", bytes,
+                                   std::system_category().message(err)));
   }
   return p;
 }

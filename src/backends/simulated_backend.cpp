@@ -5,7 +5,7 @@
 namespace memscope {
 namespace {
 constexpr std::uintptr_t kFirstAddress = std::uintptr_t{1} << 40;  // 1 TiB: clearly not a heap
-constexpr std::uintptr_t kAlignment = 2 * 1024 * 1024;
+constexpr std::uintptr_t kAlignment = 2 * MiB;
 }  // namespace
 
 SimulatedBackend::SimulatedBackend(std::size_t capacity_bytes)

@@ -1,0 +1,57 @@
+// Stage metrics as values, and the three ways out: metrics_format (numbers to readable
+// text), log_metrics (an aligned table) and save_metrics (JSON files), after the Hugging Face
+// Trainer functions of the same names so existing habits and dashboards carry over.
+//
+// Memory keys hold bytes ("train_mem_cpu_alloc_delta" and any key containing "_mem_"), keys
+// containing "_runtime" hold seconds, "total_flos" (and keys ending in "_flos") hold FLOPs.
+// Formatting picks one unit per kind for the whole table (KiB/MiB/GiB for bytes, GFLOP/TFLOP
+// for FLOPs) so the numbers line up; FormatOptions::trainer_compat prints what the Trainer
+// prints instead ("512MB" meaning MiB, "3GF" meaning 2^30 FLOPs).
+//
+// save_metrics writes {split}_results.json and merges into all_results.json; each file is
+// written to a temporary file in the same folder, flushed to disk and renamed over the old
+// one, so a crash leaves either the old file or the new one, never a part. The merge keeps
+// every key already in all_results.json that the new metrics do not replace, and holds a lock
+// on the folder so two processes merging at once lose nothing.
+//
+// Thread safety: pure functions, except that the file functions touch the file system.
+// Errors: save_metrics throws UsageError for a bad split name, Error when all_results.json is
+// not a JSON object (it is left untouched), BackendError when a file cannot be written;
+// load_metrics throws Error for a missing or malformed file.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <variant>
+
+namespace memscope {
+
+using MetricValue = std::variant<std::int64_t, double, std::string>;
+using Metrics = std::map<std::string, MetricValue, std::less<>>;
+
+struct FormatOptions {
+  bool trainer_compat = false;  // "MB" (really MiB) and "GF" (really 2^30 FLOPs), as Trainer
+};
+
+// Every value as text, keyed as the input.
+[[nodiscard]] std::map<std::string, std::string> metrics_format(const Metrics& metrics,
+                                                                const FormatOptions& options = {});
+
+// "***** {split} metrics *****" and one "  key = value" line per metric, keys and values
+// aligned, one block per stage (the text before a key's first '_'; before_init_* goes with
+// init), blocks in the order: keys without a stage, init, then by name.
+[[nodiscard]] std::string format_metrics_table(std::string_view split, const Metrics& metrics,
+                                               const FormatOptions& options = {});
+void log_metrics(std::string_view split, const Metrics& metrics, std::FILE* out = stdout,
+                 const FormatOptions& options = {});
+
+void save_metrics(std::string_view split, const Metrics& metrics,
+                  const std::filesystem::path& output_dir, bool combined = true);
+[[nodiscard]] Metrics load_metrics(const std::filesystem::path& file);
+
+}  // namespace memscope

@@ -1,0 +1,103 @@
+#include "tracker/atomic_file.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <string>
+
+#include "memscope/errors.hpp"
+
+namespace memscope::detail {
+namespace {
+
+[[noreturn]] void fail(const std::string& what, const std::filesystem::path& path, int error) {
+  char buf[128];
+  // GNU strerror_r: thread-safe, returns the text (in buf or static storage).
+  const char* text = ::strerror_r(error, buf, sizeof buf);
+  throw BackendError("memscope: cannot " + what + " " + path.string() + " (" + text + ")");
+}
+
+void fsync_folder(const std::filesystem::path& folder) {
+  int fd = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;  // the rename happened; durability of the folder entry is best effort
+  (void)::fsync(fd);
+  ::close(fd);
+}
+
+// Removes the temporary file unless released (after the rename).
+class TempFile {
+ public:
+  explicit TempFile(std::filesystem::path path) : path_(std::move(path)) {}
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  ~TempFile() {
+    if (!path_.empty()) ::unlink(path_.c_str());
+  }
+  void release() { path_.clear(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+void write_file_atomically(const std::filesystem::path& path, std::string_view content,
+                           const std::function<void()>& before_rename) {
+  static std::atomic<unsigned> counter{0};
+  const std::filesystem::path folder =
+      path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+  // Hidden, unique per process and call, in the target's folder (rename cannot cross file
+  // systems). O_EXCL never reuses a stale file left by a crash.
+  // (fmt rather than string operator+, which trips GCC 12's false -Wrestrict at -O2.)
+  const std::filesystem::path temp = folder / fmt::format(".{}.{}.{}.tmp", path.filename().string(),
+                                                          getpid(), counter.fetch_add(1));
+  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) fail("create a temporary file next to", path, errno);
+  TempFile guard(temp);
+
+  std::size_t written = 0;
+  while (written < content.size()) {
+    ssize_t n = ::write(fd, content.data() + written, content.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int error = errno;
+      ::close(fd);
+      fail("write", temp, error);
+    }
+    written += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0) {
+    int error = errno;
+    ::close(fd);
+    fail("flush", temp, error);
+  }
+  if (::close(fd) != 0) fail("close", temp, errno);
+
+  if (before_rename) before_rename();
+  if (::rename(temp.c_str(), path.c_str()) != 0) fail("replace", path, errno);
+  guard.release();
+  fsync_folder(folder);
+}
+
+FolderLock::FolderLock(const std::filesystem::path& folder) {
+  fd_ = ::open(folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) fail("open folder", folder, errno);
+  while (::flock(fd_, LOCK_EX) != 0) {
+    if (errno == EINTR) continue;
+    int error = errno;
+    ::close(fd_);
+    fail("lock folder", folder, error);
+  }
+}
+
+FolderLock::~FolderLock() noexcept {
+  ::close(fd_);  // releases the lock
+}
+
+}  // namespace memscope::detail

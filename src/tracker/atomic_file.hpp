@@ -1,0 +1,31 @@
+// Replacing a file so that readers and crashes see the old content or the new, never a part:
+// write a temporary file in the same folder, fsync it, rename it over the target, fsync the
+// folder. rename() within one file system is atomic on POSIX.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string_view>
+
+namespace memscope::detail {
+
+// Throws BackendError (naming the file) when any step fails; the temporary file is removed
+// and the target left as it was. `before_rename` runs after the temporary file is durable and
+// before the rename: tests use it to crash or fail at the worst moment.
+void write_file_atomically(const std::filesystem::path& path, std::string_view content,
+                           const std::function<void()>& before_rename = {});
+
+// Holds an exclusive flock on a folder for the life of the object, so read-modify-write of a
+// file in it (the all_results.json merge) is not interleaved across processes.
+class FolderLock {
+ public:
+  explicit FolderLock(const std::filesystem::path& folder);
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+  ~FolderLock() noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace memscope::detail

@@ -1,0 +1,171 @@
+// metrics_format, format_metrics_table and log_metrics: metric values as aligned text.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <vector>
+
+#include "memscope/metrics.hpp"
+
+namespace memscope {
+namespace {
+
+enum class Column { memory, runtime, flops, other };
+
+Column column_of(std::string_view key, const MetricValue& value) {
+  if (std::holds_alternative<std::string>(value)) return Column::other;
+  if (key.find("_mem_") != std::string_view::npos) return Column::memory;
+  if (key.find("_runtime") != std::string_view::npos) return Column::runtime;
+  if (key == "total_flos" || key.ends_with("_flos")) return Column::flops;
+  return Column::other;
+}
+
+double as_double(const MetricValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  return std::get<double>(v);
+}
+std::int64_t as_int(const MetricValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return *i;
+  return static_cast<std::int64_t>(std::get<double>(v));
+}
+
+struct Unit {
+  const char* name;
+  double scale;
+};
+
+// The largest binary unit that the biggest value of the column reaches, so every value of the
+// column is printed in it and the decimal points line up.
+Unit memory_unit(double max_abs) {
+  constexpr Unit units[] = {
+      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}};
+  for (const Unit& u : units) {
+    if (max_abs >= u.scale) return u;
+  }
+  return {"B", 1.0};
+}
+
+Unit flops_unit(double max_abs) {
+  return max_abs >= 1e12 ? Unit{"TFLOP", 1e12} : Unit{"GFLOP", 1e9};
+}
+
+// Python's str(round(v, 4)), which is what the Trainer prints for floats.
+std::string python_float(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  double rounded = std::round(v * 1e4) / 1e4;
+  std::string s = fmt::format("{}", rounded);
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+// The Trainer's _secs2timedelta: "H:MM:SS.cc" (datetime.timedelta's str plus centiseconds).
+std::string timedelta(double secs) {
+  auto whole = static_cast<std::int64_t>(secs);
+  auto centis = static_cast<std::int64_t>(std::fabs(secs - static_cast<double>(whole)) * 100);
+  std::int64_t days = whole / 86400;
+  std::int64_t rest = whole % 86400;
+  std::string day_part;
+  if (days != 0) day_part = fmt::format("{} day{}, ", days, std::llabs(days) == 1 ? "" : "s");
+  return fmt::format("{}{}:{:02}:{:02}.{:02}", day_part, rest / 3600, rest / 60 % 60, rest % 60,
+                     centis);
+}
+
+std::string block_of(std::string_view key) {
+  if (key.starts_with("before_init_")) return "init";
+  auto underscore = key.find('_');
+  return underscore == std::string_view::npos ? std::string()
+                                              : std::string(key.substr(0, underscore));
+}
+
+}  // namespace
+
+std::map<std::string, std::string> metrics_format(const Metrics& metrics,
+                                                  const FormatOptions& options) {
+  double max_memory = 0;
+  double max_flops = 0;
+  for (const auto& [key, value] : metrics) {
+    Column c = column_of(key, value);
+    if (c == Column::memory) max_memory = std::max(max_memory, std::fabs(as_double(value)));
+    if (c == Column::flops) max_flops = std::max(max_flops, std::fabs(as_double(value)));
+  }
+  const Unit mem = memory_unit(max_memory);
+  const Unit flop = flops_unit(max_flops);
+
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : metrics) {
+    std::string text;
+    switch (column_of(key, value)) {
+      case Column::memory:
+        if (options.trainer_compat) {
+          text = fmt::format("{}MB", as_int(value) >> 20);  // the Trainer's f"{v >> 20}MB"
+        } else if (mem.scale == 1.0) {
+          text = fmt::format("{} B", as_int(value));
+        } else {
+          text = fmt::format("{:.2f} {}", as_double(value) / mem.scale, mem.name);
+        }
+        break;
+      case Column::runtime:
+        text = timedelta(as_double(value));
+        break;
+      case Column::flops:
+        text = options.trainer_compat
+                   ? fmt::format("{}GF", as_int(value) >> 30)
+                   : fmt::format("{:.2f} {}", as_double(value) / flop.scale, flop.name);
+        break;
+      case Column::other:
+        if (const auto* s = std::get_if<std::string>(&value)) {
+          text = *s;
+        } else if (const auto* i = std::get_if<std::int64_t>(&value)) {
+          text = fmt::format("{}", *i);
+        } else {
+          text = python_float(std::get<double>(value));
+        }
+        break;
+    }
+    out.emplace(key, std::move(text));
+  }
+  return out;
+}
+
+std::string format_metrics_table(std::string_view split, const Metrics& metrics,
+                                 const FormatOptions& options) {
+  std::map<std::string, std::string> formatted = metrics_format(metrics, options);
+  std::size_t key_width = 0;
+  std::size_t value_width = 0;
+  for (const auto& [key, text] : formatted) {
+    key_width = std::max(key_width, key.size());
+    value_width = std::max(value_width, text.size());
+  }
+  // Blocks: keys without a stage first, then init (it happened first), then by name; keys
+  // inside a block sorted, which puts alloc_delta before peaked_delta.
+  std::map<std::string, std::vector<const std::string*>> blocks;
+  for (const auto& [key, text] : formatted) blocks[block_of(key)].push_back(&key);
+  std::vector<std::string> order;
+  if (blocks.contains("")) order.emplace_back("");
+  if (blocks.contains("init")) order.emplace_back("init");
+  for (const auto& [name, keys] : blocks) {
+    if (!name.empty() && name != "init") order.push_back(name);
+  }
+
+  std::string table = fmt::format("***** {} metrics *****\n", split);
+  bool first = true;
+  for (const std::string& name : order) {
+    if (!first) table += '\n';
+    first = false;
+    for (const std::string* key : blocks[name]) {
+      table += fmt::format("  {:<{}} = {:>{}}\n", *key, key_width, formatted[*key], value_width);
+    }
+  }
+  return table;
+}
+
+void log_metrics(std::string_view split, const Metrics& metrics, std::FILE* out,
+                 const FormatOptions& options) {
+  std::string table = format_metrics_table(split, metrics, options);
+  std::fwrite(table.data(), 1, table.size(), out);
+  std::fflush(out);
+}
+
+}  // namespace memscope

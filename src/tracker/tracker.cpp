@@ -1,0 +1,197 @@
+// MemoryTracker: stages by name, each with one window per source.
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <utility>
+
+#include "memscope/errors.hpp"
+#include "tracker/tracker_impl.hpp"
+
+namespace memscope {
+namespace {
+
+constexpr std::size_t kMaxStageName = 64;
+
+bool valid_stage_name(std::string_view name) {
+  if (name.empty() || name.size() > kMaxStageName) return false;
+  if (std::isalpha(static_cast<unsigned char>(name[0])) == 0) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '.';
+  });
+}
+
+void check_stage_name(std::string_view name) {
+  if (valid_stage_name(name)) return;
+  throw UsageError("memscope: stage name '" + std::string(name) +
+                   "' is not allowed: use a letter, then letters, digits, '-' or '.', at most " +
+                   std::to_string(kMaxStageName) +
+                   " characters (the name becomes part of metric names such as "
+                   "train_mem_cpu_alloc_delta, where '_' would be ambiguous)");
+}
+
+// MEMSCOPE_SKIP_MEMORY_METRICS: the Trainer's skip_memory_metrics as an environment switch.
+bool skip_from_env() {
+  const char* raw = std::getenv("MEMSCOPE_SKIP_MEMORY_METRICS");  // NOLINT(concurrency-mt-unsafe)
+  if (raw == nullptr) return false;
+  std::string value(raw);
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
+    return false;
+  }
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  throw ConfigError("memscope: MEMSCOPE_SKIP_MEMORY_METRICS='" + std::string(raw) +
+                        "' is not a switch; use 1 (skip memory metrics) or 0",
+                    "MEMSCOPE_SKIP_MEMORY_METRICS", raw);
+}
+
+// Labels: "cpu"/"gpu" alone when a kind has one source; with several, the first is also the
+// plain label (as the Trainer's single "gpu" was the first device) and each gets its index.
+void assign_labels(std::vector<MemoryTracker::Impl::Slot>& slots) {
+  for (SourceKind kind : {SourceKind::cpu, SourceKind::gpu}) {
+    const std::string base = kind == SourceKind::cpu ? "cpu" : "gpu";
+    const auto count = std::count_if(slots.begin(), slots.end(),
+                                     [&](const auto& s) { return s.source->kind() == kind; });
+    std::size_t index = 0;
+    for (auto& s : slots) {
+      if (s.source->kind() != kind) continue;
+      if (count == 1) {
+        s.labels = {base};
+      } else if (index == 0) {
+        s.labels = {base, base + "0"};
+      } else {
+        s.labels = {base + std::to_string(index)};
+      }
+      ++index;
+    }
+  }
+}
+
+}  // namespace
+
+MemoryTracker::Impl::Running MemoryTracker::Impl::open_stage() const {
+  Running r;
+  r.windows.reserve(slots.size());
+  for (const Slot& s : slots) r.windows.push_back(s.available ? s.source->open_window() : nullptr);
+  r.started = Clock::now();
+  return r;
+}
+
+void MemoryTracker::Impl::finish(std::map<std::string, Running, std::less<>>::iterator it) {
+  const Clock::time_point stopped = Clock::now();
+  Finished f;
+  f.runtime_s = std::chrono::duration<double>(stopped - it->second.started).count();
+  f.values.resize(slots.size());
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    auto& window = it->second.windows[i];
+    if (window == nullptr) continue;
+    const std::int64_t begin = window->begin();
+    const MemorySource::Reading r = window->close();
+    f.values[i] = {begin, r.current, std::max({r.peak, r.current, begin})};
+  }
+  finished.insert_or_assign(it->first, std::move(f));  // a rerun replaces the earlier result
+  running.erase(it);
+}
+
+MemoryTracker::MemoryTracker(TrackerOptions options) {
+  if (options.skip_memory_metrics || skip_from_env()) return;  // impl_ stays null: free
+  impl_ = std::make_unique<Impl>();
+  impl_->absolute_values = options.absolute_values;
+  impl_->report_modes = options.report_modes;
+  if (options.sources.empty()) options.sources.push_back(make_host_source());
+  for (auto& source : options.sources) {
+    if (source == nullptr)
+      throw UsageError("memscope: TrackerOptions::sources holds a null source");
+    Impl::Slot slot;
+    slot.available = source->available();
+    slot.mode = slot.available ? source->mode() : "unavailable: " + source->reason();
+    slot.source = std::move(source);
+    impl_->slots.push_back(std::move(slot));
+  }
+  assign_labels(impl_->slots);
+  if (options.implicit_init) {
+    impl_->running.emplace("init", impl_->open_stage());
+    impl_->implicit_init_running = true;
+  }
+}
+
+MemoryTracker::~MemoryTracker() noexcept = default;  // open windows close as they are destroyed
+
+void MemoryTracker::start(std::string_view stage) {
+  if (!impl_) return;
+  check_stage_name(stage);
+  std::lock_guard lock(impl_->mutex);
+  if (impl_->implicit_init_running) {
+    // The first stage ends the implicit init, unless the caller runs "init" itself, which then
+    // replaces it.
+    auto it = impl_->running.find("init");
+    if (stage == "init") {
+      impl_->running.erase(it);
+    } else {
+      impl_->finish(it);
+    }
+    impl_->implicit_init_running = false;
+  }
+  if (impl_->running.contains(stage)) {
+    throw UsageError("memscope: stage '" + std::string(stage) +
+                     "' is already running; stop it before starting it again");
+  }
+  impl_->running.emplace(std::string(stage), impl_->open_stage());
+}
+
+void MemoryTracker::stop(std::string_view stage) {
+  if (!impl_) return;
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->running.find(stage);
+  if (it == impl_->running.end()) {
+    check_stage_name(stage);
+    throw UsageError(
+        "memscope: cannot stop stage '" + std::string(stage) + "': it " +
+        (impl_->finished.contains(stage) ? "was already stopped" : "was never started"));
+  }
+  if (stage == "init") impl_->implicit_init_running = false;
+  impl_->finish(it);
+}
+
+MemoryTracker::Stage MemoryTracker::stage(std::string_view name) {
+  start(name);
+  return Stage(impl_ ? this : nullptr, name);
+}
+
+std::vector<std::string> MemoryTracker::running_stages() const {
+  std::vector<std::string> names;
+  if (!impl_) return names;
+  std::lock_guard lock(impl_->mutex);
+  for (const auto& [name, running] : impl_->running) names.push_back(name);
+  return names;
+}
+
+MemoryTracker::Stage::Stage(Stage&& other) noexcept
+    : tracker_(std::exchange(other.tracker_, nullptr)), name_(std::move(other.name_)) {}
+
+MemoryTracker::Stage& MemoryTracker::Stage::operator=(Stage&& other) noexcept {
+  if (this != &other) {
+    try {
+      if (tracker_ != nullptr) tracker_->stop(name_);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): already stopped through the tracker
+    }
+    tracker_ = std::exchange(other.tracker_, nullptr);
+    name_ = std::move(other.name_);
+  }
+  return *this;
+}
+
+MemoryTracker::Stage::~Stage() noexcept {
+  try {
+    stop();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): a destructor must not throw
+  }
+}
+
+void MemoryTracker::Stage::stop() {
+  if (tracker_ == nullptr) return;
+  MemoryTracker* tracker = std::exchange(tracker_, nullptr);
+  tracker->stop(name_);
+}
+
+}  // namespace memscope

@@ -1,0 +1,59 @@
+// The state behind MemoryTracker, shared by tracker.cpp (stages) and tracker_report.cpp
+// (metrics). Everything is guarded by `mutex`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "memscope/tracker.hpp"
+
+namespace memscope {
+
+struct MemoryTracker::Impl {
+  using Clock = std::chrono::steady_clock;
+
+  struct Slot {  // one source and the labels its metrics use
+    std::shared_ptr<MemorySource> source;
+    std::vector<std::string> labels;  // {"gpu"}, or {"gpu", "gpu0"} for the first of several
+    bool available = false;
+    std::string mode;
+  };
+  struct Values {
+    std::int64_t begin = 0;
+    std::int64_t end = 0;
+    std::int64_t peak = 0;
+  };
+  struct Running {
+    Clock::time_point started;
+    std::vector<std::unique_ptr<MemorySource::Window>>
+        windows;  // one per slot; null if unavailable
+  };
+  struct Finished {
+    double runtime_s = 0;
+    std::vector<Values> values;  // one per slot; unused for unavailable slots
+  };
+
+  mutable std::mutex mutex;
+  std::vector<Slot> slots;
+  std::map<std::string, Running, std::less<>> running;
+  std::map<std::string, Finished, std::less<>> finished;
+  bool implicit_init_running = false;
+  bool init_reported = false;
+  bool absolute_values = false;
+  bool report_modes = true;
+
+  // Opens a window on every available source. Throws what a source throws; windows already
+  // opened close as the vector unwinds.
+  [[nodiscard]] Running open_stage() const;
+  // Closes every window of `it` and moves the result to `finished`.
+  void finish(std::map<std::string, Running, std::less<>>::iterator it);
+  // Appends the metrics of a finished stage (name must be in `finished`).
+  void add_stage_metrics(const std::string& name, const Finished& stage, Metrics& out) const;
+};
+
+}  // namespace memscope

@@ -1,0 +1,141 @@
+// save_metrics / load_metrics: round trips, the all_results.json merge, and the atomic
+// replacement surviving a crash or a failure between writing and renaming.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "memscope/errors.hpp"
+#include "memscope/metrics.hpp"
+#include "tracker/atomic_file.hpp"
+
+namespace memscope {
+namespace {
+
+namespace fs = std::filesystem;
+
+class MetricsJson : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = fs::temp_directory_path() /
+          ("memscope-json-" + std::to_string(getpid()) + "-" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  void TearDown() override { fs::remove_all(dir); }
+
+  static std::string slurp(const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+  std::size_t files_in_dir() const {
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir), {}));
+  }
+
+  fs::path dir;
+};
+
+TEST_F(MetricsJson, RoundTrip) {
+  Metrics m{{"train_mem_cpu_alloc_delta", std::int64_t{-123456789012}},
+            {"train_runtime", 12.3456},
+            {"train_mem_cpu_mode", std::string("kernel-hwm")},
+            {"epoch", 3.0}};
+  save_metrics("train", m, dir);
+  EXPECT_EQ(load_metrics(dir / "train_results.json"), m);
+  EXPECT_EQ(load_metrics(dir / "all_results.json"), m);
+  // The Trainer's layout: indented by 4, keys sorted.
+  std::string text = slurp(dir / "train_results.json");
+  EXPECT_EQ(text.substr(0, 20), "{\n    \"epoch\": 3.0,\n");
+}
+
+TEST_F(MetricsJson, MergeKeepsEarlierKeys) {
+  save_metrics("train", {{"train_loss", 0.5}, {"shared", std::int64_t{1}}}, dir);
+  save_metrics("eval", {{"eval_loss", 0.7}, {"shared", std::int64_t{2}}}, dir);
+  Metrics all = load_metrics(dir / "all_results.json");
+  EXPECT_EQ(all.size(), 3u);
+  EXPECT_EQ(std::get<double>(all.at("train_loss")), 0.5);
+  EXPECT_EQ(std::get<double>(all.at("eval_loss")), 0.7);
+  EXPECT_EQ(std::get<std::int64_t>(all.at("shared")), 2);  // the newer value wins
+  EXPECT_EQ(load_metrics(dir / "eval_results.json").size(), 2u);
+  save_metrics("test", {{"test_loss", 0.9}}, dir, /*combined=*/false);
+  EXPECT_FALSE(load_metrics(dir / "all_results.json").contains("test_loss"));
+}
+
+TEST_F(MetricsJson, MergeKeepsKeysOfOtherTypesWrittenByOtherTools) {
+  {
+    std::ofstream out(dir / "all_results.json");
+    out << R"({"config": {"lr": 0.1}, "tags": ["a"], "train_loss": 1.5})";
+  }
+  save_metrics("eval", {{"eval_loss", 0.7}}, dir);
+  std::string text = slurp(dir / "all_results.json");
+  EXPECT_NE(text.find("\"lr\": 0.1"), std::string::npos);
+  EXPECT_NE(text.find("\"tags\""), std::string::npos);
+  EXPECT_NE(text.find("\"eval_loss\""), std::string::npos);
+}
+
+TEST_F(MetricsJson, CorruptAllResultsIsRefusedAndLeftAlone) {
+  {
+    std::ofstream out(dir / "all_results.json");
+    out << "{\"train_loss\": 1.5, ";  // cut short
+  }
+  EXPECT_THROW(save_metrics("eval", {{"eval_loss", 0.7}}, dir), Error);
+  EXPECT_EQ(slurp(dir / "all_results.json"), "{\"train_loss\": 1.5, ");
+}
+
+TEST_F(MetricsJson, CrashBetweenWriteAndRenameLeavesTheOldFile) {
+  const fs::path target = dir / "all_results.json";
+  detail::write_file_atomically(target, "{\"old\": 1}\n");
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The new content is written and flushed; the process dies before the rename.
+    detail::write_file_atomically(target, "{\"new\": 2}\n", [] { _exit(42); });
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 42) << "the child did not die at the hook";
+  EXPECT_EQ(slurp(target), "{\"old\": 1}\n");
+  EXPECT_EQ(load_metrics(target).size(), 1u);
+}
+
+TEST_F(MetricsJson, FailureBeforeRenameLeavesTheOldFileAndNoTemporary) {
+  const fs::path target = dir / "eval_results.json";
+  detail::write_file_atomically(target, "old");
+  EXPECT_THROW(
+      detail::write_file_atomically(target, "new", [] { throw std::runtime_error("disk full"); }),
+      std::runtime_error);
+  EXPECT_EQ(slurp(target), "old");
+  EXPECT_EQ(files_in_dir(), 1u) << "the temporary file was left behind";
+}
+
+TEST_F(MetricsJson, UnwritableTargetIsABackendError) {
+  EXPECT_THROW(detail::write_file_atomically(dir / "missing" / "x.json", "{}"), BackendError);
+}
+
+TEST_F(MetricsJson, BadSplitAndBadFiles) {
+  EXPECT_THROW(save_metrics("../evil", {}, dir), UsageError);
+  EXPECT_THROW(save_metrics("", {}, dir), UsageError);
+  EXPECT_THROW((void)load_metrics(dir / "nope.json"), Error);
+  {
+    std::ofstream out(dir / "array.json");
+    out << "[1, 2]";
+  }
+  EXPECT_THROW((void)load_metrics(dir / "array.json"), Error);
+}
+
+TEST_F(MetricsJson, CreatesTheOutputFolder) {
+  save_metrics("train", {{"train_loss", 0.5}}, dir / "a" / "b");
+  EXPECT_TRUE(fs::exists(dir / "a" / "b" / "all_results.json"));
+}
+
+}  // namespace
+}  // namespace memscope

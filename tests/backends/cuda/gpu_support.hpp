@@ -1,0 +1,51 @@
+// Helpers for the GPU tests: skip when no GPU, streams, a kernel that keeps a stream busy for a
+// chosen time, and copies to check that memory really holds what was written. All through the
+// driver loaded at run time (no nvcc, no cudart): the kernel is PTX that the driver compiles.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "memscope/backend.hpp"
+#include "memscope/cuda_backend.hpp"
+
+// Skips the current test, with the reason, unless a CUDA device can be used.
+#define MEMSCOPE_REQUIRE_GPU()                                                  \
+  do {                                                                          \
+    const ::memscope::Availability gpu_ = ::memscope::cuda_available();         \
+    if (!gpu_.available) GTEST_SKIP() << "no usable CUDA GPU: " << gpu_.reason; \
+  } while (false)
+
+namespace memscope::testing {
+
+// Works in the primary context of `backend`'s device. Not thread-safe; one per test.
+class GpuWork {
+ public:
+  explicit GpuWork(const CudaBackend& backend);
+  GpuWork(const GpuWork&) = delete;
+  GpuWork& operator=(const GpuWork&) = delete;
+  ~GpuWork();
+
+  // A non-blocking stream, destroyed with this object.
+  [[nodiscard]] StreamId new_stream();
+  // Queues a single-thread kernel on `stream` that spins on the global timer for `duration`.
+  void spin(StreamId stream, std::chrono::milliseconds duration);
+  // True while work queued on `stream` has not finished.
+  [[nodiscard]] bool busy(StreamId stream);
+  void synchronize(StreamId stream);
+  void fill(void* device, unsigned char value, std::size_t bytes, StreamId stream);
+  // Synchronous copy to the host (waits for the legacy default stream's work).
+  [[nodiscard]] std::vector<unsigned char> read(const void* device, std::size_t bytes);
+
+ private:
+  const CudaBackend& backend_;
+  void* module_ = nullptr;  // CUmodule of the spin kernel, loaded on first use
+  void* spin_ = nullptr;    // CUfunction
+  std::vector<StreamId> streams_;
+};
+
+}  // namespace memscope::testing

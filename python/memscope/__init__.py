@@ -1,0 +1,100 @@
+"""memscope: GPU and host memory management and accounting.
+
+A caching allocator with ``torch.cuda``'s statistics (``memscope.Allocator`` and the module
+functions below, which act on a default allocator per device), exact nested peak scopes, a stage
+tracker with the Hugging Face Trainer's metric names (``memscope.Tracker``, ``memscope.track``),
+host memory readings (``memscope.host``), and integrations with PyTorch (``memscope.torch``)
+and the Trainer (``memscope.hf``), both imported only on demand.
+
+``device`` arguments accept an int (CUDA device index), ``"cuda"``, ``"cuda:1"``, ``"host"``,
+``"sim:<size>"`` (a simulated device), a ``torch.device``, or an ``Allocator``; ``None`` is the
+current device: the current CUDA device when there is one, else the host.
+"""
+
+from __future__ import annotations
+
+from . import _memscope
+from ._memscope import (
+    Allocator,
+    BackendError,
+    BackendUnavailableError,
+    Buffer,
+    ConfigError,
+    Error,
+    InvalidPointerError,
+    OutOfMemoryError,
+    PeakScope,
+    PeakValues,
+    TraceFormatError,
+    UsageError,
+    format_bytes,
+    format_size_exact,
+    parse_size,
+)
+from ._api import (
+    alloc,
+    buffer,
+    cuda_is_available,
+    current_device,
+    default_allocator,
+    device_count,
+    device_memory_used,
+    empty_cache,
+    free,
+    gpu_processes,
+    list_gpu_processes,
+    max_memory_allocated,
+    max_memory_reserved,
+    mem_get_info,
+    memory_allocated,
+    memory_reserved,
+    memory_snapshot,
+    memory_stats,
+    memory_summary,
+    peak_scope,
+    record_stream,
+    reset_accumulated_memory_stats,
+    reset_peak_memory_stats,
+    set_device,
+    set_per_process_memory_fraction,
+)
+from . import host
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Allocator", "Buffer", "PeakScope", "PeakValues",
+    "Error", "OutOfMemoryError", "ConfigError", "BackendUnavailableError", "BackendError",
+    "InvalidPointerError", "TraceFormatError", "UsageError",
+    "alloc", "free", "buffer", "record_stream", "peak_scope",
+    "empty_cache", "memory_allocated", "max_memory_allocated", "memory_reserved",
+    "max_memory_reserved", "reset_peak_memory_stats", "reset_accumulated_memory_stats",
+    "memory_stats", "memory_summary", "memory_snapshot", "mem_get_info", "device_memory_used",
+    "list_gpu_processes", "gpu_processes", "set_per_process_memory_fraction",
+    "cuda_is_available", "device_count", "current_device", "set_device", "default_allocator",
+    "format_bytes", "format_size_exact", "parse_size", "host",
+]
+
+if _memscope._has_tracker:
+    from ._tracking import (
+        MemorySource,
+        Tracker,
+        allocator_source,
+        default_tracker,
+        host_source,
+        load_metrics,
+        log_metrics,
+        metrics_format,
+        save_metrics,
+        track,
+        unavailable_source,
+    )
+
+    __all__ += [
+        "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
+        "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
+    ]
+    if _memscope._has_device_probe:
+        from ._tracking import nvml_source
+
+        __all__ += ["nvml_source"]

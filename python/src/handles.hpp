@@ -1,0 +1,51 @@
+// The C++ objects behind memscope.Allocator, memscope.Buffer and memscope.PeakScope, and the
+// conversions every binding shares (streams and addresses as Python passes them).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "memscope/caching_allocator.hpp"
+
+namespace memscope::python {
+
+namespace nb = nanobind;
+
+// memscope.Allocator. Shared ownership: Buffers and PeakScopes keep the allocator alive, so
+// Python can drop the Allocator object in any order without a dangling pointer.
+struct PyAllocator {
+  std::shared_ptr<CachingAllocator> impl;
+};
+
+// memscope.Buffer: one allocation that frees itself. Not copyable; Python owns it.
+struct Buffer {
+  std::shared_ptr<CachingAllocator> allocator;
+  nb::object owner;  // the memscope.Allocator it came from (for .allocator)
+  void* ptr = nullptr;
+  std::size_t nbytes = 0;
+  StreamId stream = kDefaultStream;
+  MemoryKind kind = MemoryKind::host;
+  Py_ssize_t exports = 0;  // live buffer-protocol views (memoryview, numpy arrays)
+  bool freed = false;
+
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer() noexcept { release(); }
+  // Frees the allocation if still held; false if it was already freed. Never throws.
+  bool release() noexcept;
+};
+
+// A stream as users pass it: None or 0 (default stream), an int (cudaStream_t value), or an
+// object with `cuda_stream` (torch.cuda.Stream) or `ptr` (cupy.cuda.Stream).
+[[nodiscard]] StreamId to_stream(nb::handle stream);
+// An address as users pass it: an int or a memscope.Buffer.
+[[nodiscard]] std::uintptr_t to_address(nb::handle address);
+
+// Allocates `nbytes` on `allocator` (GIL released while it may block) and wraps it.
+[[nodiscard]] nb::object make_buffer(nb::handle owner, std::size_t nbytes, StreamId stream);
+
+}  // namespace memscope::python

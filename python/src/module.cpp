@@ -1,0 +1,23 @@
+// memscope._memscope: the compiled half of the memscope package. The public API is the package
+// (python/memscope/__init__.py); this module holds the bindings it is built from.
+#include "bindings.hpp"
+
+NB_MODULE(_memscope, m) {
+  using namespace memscope::python;
+  m.doc() = "memscope's C++ core (use the memscope package, not this module)";
+  bind_errors(m);
+  bind_units(m);
+  bind_allocator(m);
+  bind_buffer(m);
+  bind_host(m);
+  bind_devices(m);
+  bind_torch_hooks(m);
+#if MEMSCOPE_PY_HAS_TRACKER
+  bind_tracker(m);
+#endif
+#if MEMSCOPE_PY_HAS_DEVICE_PROBE
+  bind_device_probe(m);
+#endif
+  m.attr("_has_tracker") = bool(MEMSCOPE_PY_HAS_TRACKER);
+  m.attr("_has_device_probe") = bool(MEMSCOPE_PY_HAS_DEVICE_PROBE);
+}

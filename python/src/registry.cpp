@@ -1,0 +1,96 @@
+#include "registry.hpp"
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <utility>
+
+namespace memscope::python {
+namespace {
+
+struct Registry {
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<CachingAllocator>> by_spec;  // given and canonical specs
+  std::vector<std::string> canonical;
+  std::set<std::pair<const CachingAllocator*, std::uintptr_t>> buffer_addresses;
+  // Lock-free fast path for the PyTorch hooks, filled once per device.
+  std::array<std::atomic<CachingAllocator*>, 64> cuda{};
+};
+
+Registry& registry() {
+  static auto* r = new Registry;  // leaked on purpose: see the header
+  return *r;
+}
+
+}  // namespace
+
+std::shared_ptr<CachingAllocator> default_allocator(const std::string& spec) {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  if (auto it = r.by_spec.find(spec); it != r.by_spec.end()) return it->second;
+  std::shared_ptr<Backend> backend = make_backend(spec);
+  const std::string name = backend->name();
+  if (auto it = r.by_spec.find(name); it != r.by_spec.end()) {
+    r.by_spec.emplace(spec, it->second);  // another spelling of one we have ("sim:24 GiB")
+    return it->second;
+  }
+  auto allocator =
+      std::make_shared<CachingAllocator>(std::move(backend), AllocatorConfig::from_env());
+  r.by_spec.emplace(name, allocator);
+  r.by_spec.emplace(spec, allocator);
+  r.canonical.push_back(name);
+  return allocator;
+}
+
+CachingAllocator* default_cuda_allocator(int device) {
+  Registry& r = registry();
+  const bool cacheable = device >= 0 && static_cast<std::size_t>(device) < r.cuda.size();
+  if (cacheable) {
+    if (CachingAllocator* a =
+            r.cuda[static_cast<std::size_t>(device)].load(std::memory_order_acquire))
+      return a;
+  }
+  CachingAllocator* a = default_allocator("cuda:" + std::to_string(device)).get();
+  if (cacheable) r.cuda[static_cast<std::size_t>(device)].store(a, std::memory_order_release);
+  return a;
+}
+
+std::vector<std::string> default_allocator_specs() {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  return r.canonical;
+}
+
+void claim_buffer_address(const CachingAllocator* allocator, std::uintptr_t address) {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  r.buffer_addresses.emplace(allocator, address);
+}
+
+void release_buffer_address(const CachingAllocator* allocator, std::uintptr_t address) noexcept {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  r.buffer_addresses.erase({allocator, address});
+}
+
+bool is_buffer_address(const CachingAllocator* allocator, std::uintptr_t address) {
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  return r.buffer_addresses.contains({allocator, address});
+}
+
+const char* kind_name(MemoryKind kind) noexcept {
+  switch (kind) {
+    case MemoryKind::host:
+      return "host";
+    case MemoryKind::device:
+      return "device";
+    case MemoryKind::simulated:
+      return "simulated";
+  }
+  return "host";
+}
+
+}  // namespace memscope::python

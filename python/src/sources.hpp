@@ -1,0 +1,29 @@
+// Tracker sources as Python sees them: memscope.MemorySource wraps any C++ source (host RSS, an
+// allocator, NVML), and a Python object with the same shape becomes a C++ source here, so
+// sources written in Python (the torch.cuda counters in memscope.torch) plug into the tracker.
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+#include <memory>
+
+#include "memscope/memory_source.hpp"
+
+namespace memscope::python {
+
+namespace nb = nanobind;
+
+struct PySourceHandle {
+  std::shared_ptr<MemorySource> source;
+};
+
+// A memscope.MemorySource, or a Python object with name, kind ("cpu"/"gpu"), available,
+// reason, mode, current() and open_window() -> object with begin and close() -> (current, peak).
+[[nodiscard]] std::shared_ptr<MemorySource> to_source(nb::handle object);
+
+[[nodiscard]] const char* kind_name(SourceKind kind) noexcept;
+[[nodiscard]] SourceKind parse_kind(const std::string& kind);
+
+void bind_sources(nb::module_& m);
+
+}  // namespace memscope::python

@@ -1,0 +1,106 @@
+// C entry points for torch.cuda.memory.CUDAPluggableAllocator, exported from this extension
+// module itself: memscope.torch passes the module's own path to it, and dlopen() of an already
+// loaded library returns the same handle, so PyTorch and Python share one set of allocators.
+//
+// Signatures are the ones PyTorch calls (cudaStream_t is a pointer, ABI-identical to void*):
+//   void* memscope_torch_malloc(ssize_t size, int device, cudaStream_t stream)
+//   void  memscope_torch_free(void* ptr, ssize_t size, int device, cudaStream_t stream)
+//   void  memscope_torch_record_stream(void* ptr, cudaStream_t stream)
+//   void  memscope_torch_empty_cache()            (PyTorch's "reset" hook: empty_cache())
+//   void  memscope_torch_set_memory_fraction(double fraction, int device)
+// They run on PyTorch's threads without the GIL and never touch Python.
+//
+// Errors: malloc lets OutOfMemoryError (a std::runtime_error) propagate, and PyTorch turns it
+// into a RuntimeError naming the figures; returning nullptr instead would hand PyTorch a null
+// tensor it does not check for. free never throws: a pointer that is not ours is ignored (and
+// counted in num_invalid_frees), as happens when frees arrive after a redirect was undone.
+#include <sys/types.h>
+
+#include <mutex>
+#include <string>
+
+#include <nanobind/stl/string.h>
+
+#include "bindings.hpp"
+#include "registry.hpp"
+
+#define MEMSCOPE_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace memscope::python {
+namespace {
+
+// Tests without a GPU point the hooks at another backend (e.g. "sim:8GiB"); empty: CUDA.
+std::mutex redirect_mutex;
+std::shared_ptr<CachingAllocator> redirect;
+
+CachingAllocator* hook_allocator(int device) {
+  {
+    const std::lock_guard lock(redirect_mutex);
+    if (redirect) return redirect.get();
+  }
+  return default_cuda_allocator(device);
+}
+
+}  // namespace
+
+void bind_torch_hooks(nb::module_& m) {
+  m.def(
+      "_redirect_torch_hooks",
+      [](const std::string& spec) {
+        const std::lock_guard lock(redirect_mutex);
+        redirect = spec.empty() ? nullptr : default_allocator(spec);
+      },
+      nb::arg("spec"), "Testing aid: the torch hooks use this backend's default allocator.");
+}
+
+}  // namespace memscope::python
+
+MEMSCOPE_EXPORT void* memscope_torch_malloc(ssize_t size, int device, void* stream) {
+  if (size <= 0) return nullptr;
+  return memscope::python::hook_allocator(device)->allocate(
+      static_cast<std::size_t>(size), reinterpret_cast<memscope::StreamId>(stream));
+}
+
+MEMSCOPE_EXPORT void memscope_torch_free(void* ptr, ssize_t /*size*/, int device,
+                                         void* /*stream*/) noexcept {
+  if (ptr == nullptr) return;
+  try {
+    (void)memscope::python::hook_allocator(device)->try_deallocate(ptr);
+  } catch (...) {
+    // Only reachable if the allocator for `device` could not be created, in which case this
+    // pointer cannot be ours.
+  }
+}
+
+MEMSCOPE_EXPORT void memscope_torch_record_stream(void* ptr, void* stream) {
+  if (ptr == nullptr) return;
+  // PyTorch passes no device: the allocator that owns the pointer is the one to tell.
+  for (const std::string& spec : memscope::python::default_allocator_specs()) {
+    auto allocator = memscope::python::default_allocator(spec);
+    if (allocator->lookup(ptr).size != 0) {
+      allocator->record_stream(ptr, reinterpret_cast<memscope::StreamId>(stream));
+      return;
+    }
+  }
+}
+
+MEMSCOPE_EXPORT void memscope_torch_empty_cache() {
+  {
+    const std::lock_guard lock(memscope::python::redirect_mutex);
+    if (memscope::python::redirect) {
+      (void)memscope::python::redirect->empty_cache();
+      return;
+    }
+  }
+  for (const std::string& spec : memscope::python::default_allocator_specs()) {
+    auto allocator = memscope::python::default_allocator(spec);
+    if (allocator->backend().memory_kind() == memscope::MemoryKind::device)
+      (void)allocator->empty_cache();
+  }
+}
+
+MEMSCOPE_EXPORT void memscope_torch_set_memory_fraction(double fraction, int device) {
+  memscope::CachingAllocator* allocator = memscope::python::hook_allocator(device);
+  const auto capacity = static_cast<double>(allocator->backend().capacity());
+  allocator->set_memory_limit(static_cast<std::size_t>(fraction * capacity));
+}

@@ -1,0 +1,157 @@
+// The stage tracker and the metrics functions (tracker.hpp, metrics.hpp). memscope.Tracker
+// (python/memscope/_tracking.py) builds on _Tracker; see sources.cpp for why every call into
+// the tracker releases the GIL.
+#include "memscope/tracker.hpp"
+
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.hpp"
+#include "sources.hpp"
+
+namespace memscope::python {
+namespace {
+
+// Python values as metric values: ints stay ints, floats floats, anything else its str().
+// bool is an int subclass in Python; it is kept as 0/1 like the Trainer's JSON would.
+Metrics to_metrics(const nb::dict& values) {
+  Metrics out;
+  for (auto [key, value] : values) {
+    auto name = nb::cast<std::string>(nb::str(key));
+    if (PyLong_Check(value.ptr())) {
+      out.emplace(std::move(name), nb::cast<std::int64_t>(value));
+    } else if (PyFloat_Check(value.ptr())) {
+      out.emplace(std::move(name), nb::cast<double>(value));
+    } else {
+      out.emplace(std::move(name), nb::cast<std::string>(nb::str(value)));
+    }
+  }
+  return out;
+}
+
+nb::dict to_dict(const Metrics& metrics) {
+  nb::dict d;
+  for (const auto& [key, value] : metrics) {
+    std::visit([&](const auto& v) { d[key.c_str()] = v; }, value);
+  }
+  return d;
+}
+
+struct PyTracker {
+  std::unique_ptr<MemoryTracker> impl;
+};
+
+}  // namespace
+
+void bind_tracker(nb::module_& m) {
+  bind_sources(m);
+
+  nb::class_<PyTracker>(m, "_Tracker")
+      .def(
+          "__init__",
+          [](PyTracker* self, const nb::list& sources, bool skip, bool absolute_values,
+             bool report_modes, bool implicit_init) {
+            TrackerOptions options;
+            for (nb::handle s : sources) options.sources.push_back(to_source(s));
+            options.skip_memory_metrics = skip;
+            options.absolute_values = absolute_values;
+            options.report_modes = report_modes;
+            options.implicit_init = implicit_init;
+            std::unique_ptr<MemoryTracker> tracker;
+            {
+              nb::gil_scoped_release unlocked;  // the implicit init stage opens windows
+              tracker = std::make_unique<MemoryTracker>(std::move(options));
+            }
+            new (self) PyTracker{std::move(tracker)};
+          },
+          nb::arg("sources"), nb::arg("skip_memory_metrics") = false,
+          nb::arg("absolute_values") = false, nb::arg("report_modes") = true,
+          nb::arg("implicit_init") = true)
+      .def(
+          "start", [](PyTracker& t, const std::string& stage) { t.impl->start(stage); },
+          nb::arg("stage"), nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "stop", [](PyTracker& t, const std::string& stage) { t.impl->stop(stage); },
+          nb::arg("stage"), nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "metrics",
+          [](const PyTracker& t, const std::string& stage) {
+            Metrics metrics;
+            {
+              nb::gil_scoped_release unlocked;
+              metrics = t.impl->metrics(stage);
+            }
+            return to_dict(metrics);
+          },
+          nb::arg("stage"), "The metrics of the last finished run of `stage` (without init_*).")
+      .def(
+          "update_metrics",
+          [](PyTracker& t, const std::string& stage, const nb::dict& metrics) {
+            Metrics values = to_metrics(metrics);
+            {
+              nb::gil_scoped_release unlocked;
+              t.impl->update_metrics(stage, values);
+            }
+            return to_dict(values);
+          },
+          nb::arg("stage"), nb::arg("metrics"),
+          "`metrics` plus the stage's (and, the first time, init_*); returns the merged dict.")
+      .def_prop_ro("enabled", [](const PyTracker& t) { return t.impl->enabled(); })
+      .def("sources",
+           [](const PyTracker& t) {
+             std::vector<MemoryTracker::SourceInfo> infos;
+             {
+               nb::gil_scoped_release unlocked;
+               infos = t.impl->sources();
+             }
+             nb::list out;
+             for (const auto& s : infos) {
+               nb::dict d;
+               d["label"] = s.label;
+               d["name"] = s.name;
+               d["kind"] = kind_name(s.kind);
+               d["available"] = s.available;
+               d["mode"] = s.mode;
+               out.append(d);
+             }
+             return out;
+           })
+      .def(
+          "describe_sources", [](const PyTracker& t) { return t.impl->describe_sources(); },
+          nb::call_guard<nb::gil_scoped_release>())
+      .def(
+          "running_stages", [](const PyTracker& t) { return t.impl->running_stages(); },
+          nb::call_guard<nb::gil_scoped_release>());
+
+  m.def(
+      "metrics_format",
+      [](const nb::dict& metrics, bool trainer_compat) {
+        return metrics_format(to_metrics(metrics), FormatOptions{trainer_compat});
+      },
+      nb::arg("metrics"), nb::arg("trainer_compat") = false,
+      "Every value as readable text: sizes in one binary unit per table (KiB/MiB/GiB), runtimes, "
+      "FLOPs; trainer_compat prints the Trainer's \"MB\"/\"GF\" instead.");
+  m.def(
+      "format_metrics_table",
+      [](const std::string& split, const nb::dict& metrics, bool trainer_compat) {
+        return format_metrics_table(split, to_metrics(metrics), FormatOptions{trainer_compat});
+      },
+      nb::arg("split"), nb::arg("metrics"), nb::arg("trainer_compat") = false);
+  m.def(
+      "save_metrics",
+      [](const std::string& split, const nb::dict& metrics, const std::filesystem::path& dir,
+         bool combined) {
+        Metrics values = to_metrics(metrics);
+        nb::gil_scoped_release unlocked;  // fsync
+        save_metrics(split, values, dir, combined);
+      },
+      nb::arg("split"), nb::arg("metrics"), nb::arg("output_dir"), nb::arg("combined") = true,
+      "Writes {split}_results.json and merges into all_results.json, atomically.");
+  m.def(
+      "load_metrics", [](const std::filesystem::path& file) { return to_dict(load_metrics(file)); },
+      nb::arg("file"));
+}
+
+}  // namespace memscope::python

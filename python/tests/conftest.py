@@ -1,0 +1,89 @@
+"""Shared fixtures for memscope's Python tests.
+
+GPU tests carry the `gpu` mark and skip with the reason where no CUDA device can be used; tests
+of the optional integrations skip when torch / transformers are not installed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+
+import pytest
+
+import memscope
+
+MiB = 1 << 20
+GiB = 1 << 30
+
+_sim_sizes = itertools.count(1)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    available, reason = memscope._memscope._cuda_available()
+    if available:
+        return
+    skip = pytest.mark.skip(reason=f"no usable CUDA GPU: {reason}")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+def proc_status() -> dict[str, int]:
+    """/proc/self/status memory fields in bytes (what the host probe must agree with)."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if len(parts) == 2 and parts[1] == "kB":
+                out[key] = int(parts[0]) * 1024
+    return out
+
+
+def meminfo() -> dict[str, int]:
+    out = {}
+    with open("/proc/meminfo") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            parts = rest.split()
+            if parts and parts[-1] == "kB":
+                out[key] = int(parts[0]) * 1024
+    return out
+
+
+@pytest.fixture
+def sim() -> memscope.Allocator:
+    """A fresh 8 GiB simulated device (its own allocator, not the process default)."""
+    return memscope.Allocator("sim:8GiB", config="")
+
+
+@pytest.fixture
+def sim_spec() -> str:
+    """A simulated-device spec no other test uses, so its default allocator starts fresh."""
+    return f"sim:{4096 + next(_sim_sizes)}MiB"
+
+
+@pytest.fixture(params=["host", "sim:8GiB"])
+def allocator(request: pytest.FixtureRequest) -> memscope.Allocator:
+    """A fresh allocator on each CPU-testable backend."""
+    return memscope.Allocator(request.param, config="")
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    monkeypatch.delenv("MEMSCOPE_ALLOC_CONF", raising=False)
+    monkeypatch.delenv("MEMSCOPE_SKIP_MEMORY_METRICS", raising=False)
+    return monkeypatch
+
+
+def needs_tracker() -> pytest.MarkDecorator:
+    return pytest.mark.skipif(not memscope._memscope._has_tracker,
+                              reason="this build has no tracker (include/memscope/tracker.hpp)")
+
+
+del os

@@ -1,0 +1,229 @@
+"""Tracker: Trainer-named stage metrics, exact on the simulated allocator and within the
+tracker's tolerances for host memory."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import memscope
+from memscope._cascade import CascadeSource
+
+from conftest import MiB, needs_tracker
+
+pytestmark = needs_tracker()
+
+
+def gpu(metrics: dict, stage: str, what: str) -> int:
+    return metrics[f"{stage}_mem_gpu_{what}"]
+
+
+def cpu(metrics: dict, stage: str, what: str) -> int:
+    return metrics[f"{stage}_mem_cpu_{what}"]
+
+
+def test_nested_stages_exact_on_simulated_allocator(sim_spec: str) -> None:
+    t = memscope.Tracker(allocators=[sim_spec])
+    base = memscope.alloc(10 * MiB, sim_spec)  # before the first stage: init
+    with t.stage("train"):
+        keep = memscope.alloc(100 * MiB, sim_spec)
+        spike = memscope.alloc(300 * MiB, sim_spec)  # a transient spike inside train
+        memscope.free(spike)
+        with t.stage("eval"):  # eval inside train: both exact
+            e = memscope.alloc(50 * MiB, sim_spec)
+            memscope.free(e)
+            memscope.reset_peak_memory_stats(sim_spec)  # disturbs no stage
+            kept_by_eval = memscope.alloc(20 * MiB, sim_spec)
+    m = t.metrics
+    assert gpu(m, "init", "alloc_delta") == 10 * MiB and gpu(m, "init", "peaked_delta") == 0
+    assert m["before_init_mem_gpu"] == 0
+    assert gpu(m, "train", "alloc_delta") == 120 * MiB
+    assert gpu(m, "train", "peaked_delta") == 400 * MiB - 120 * MiB
+    assert gpu(m, "eval", "alloc_delta") == 20 * MiB
+    assert gpu(m, "eval", "peaked_delta") == 160 * MiB - 130 * MiB
+    assert m["train_mem_gpu_mode"] == "peak-scope"
+    assert isinstance(m["train_runtime"], float)
+    for p in (base, keep, kept_by_eval):
+        memscope.free(p, sim_spec)
+
+
+def test_overlapping_stages_closed_out_of_order(sim: memscope.Allocator) -> None:
+    t = memscope.Tracker(allocators=[sim], implicit_init=False)
+    t.start("a")
+    p = sim.alloc(64 * MiB)
+    t.start("b")
+    q = sim.alloc(32 * MiB)
+    t.stop("a")  # a closes first; b keeps counting
+    sim.free(p)
+    r = sim.alloc(8 * MiB)
+    sim.free(r)
+    t.stop("b")
+    m = t.metrics
+    assert gpu(m, "a", "alloc_delta") == 96 * MiB and gpu(m, "a", "peaked_delta") == 0
+    assert gpu(m, "b", "alloc_delta") == 32 * MiB - 64 * MiB
+    assert gpu(m, "b", "peaked_delta") == 96 * MiB - (-32 * MiB) - 64 * MiB
+    assert "init_mem_gpu_alloc_delta" not in m
+    sim.free(q)
+
+
+def test_cpu_deltas_within_tolerance() -> None:
+    t = memscope.Tracker(allocators=[])  # host RSS only
+    with t.stage("train"):
+        kept = np.ones(256 * MiB, dtype=np.uint8)
+        with t.stage("eval"):
+            transient = np.ones(512 * MiB, dtype=np.uint8)
+            del transient
+    m = t.metrics
+    assert abs(cpu(m, "train", "alloc_delta") - 256 * MiB) <= 4 * MiB
+    assert abs(cpu(m, "train", "peaked_delta") - 512 * MiB) <= 8 * MiB
+    assert abs(cpu(m, "eval", "alloc_delta")) <= 4 * MiB
+    assert abs(cpu(m, "eval", "peaked_delta") - 512 * MiB) <= 8 * MiB
+    assert m["train_mem_cpu_mode"] == memscope.host.mode()
+    assert "train_mem_gpu_alloc_delta" not in m
+    del kept
+
+
+def test_sampling_fallback_within_tolerance_and_reported() -> None:
+    t = memscope.Tracker([memscope.host_source(force_sampling=True, sampling_interval=0.001)])
+    with t.stage("train"):
+        transient = np.ones(256 * MiB, dtype=np.uint8)
+        import time
+
+        time.sleep(0.01)  # a peak must last a sampling interval or two to be seen
+        del transient
+    m = t.metrics
+    assert m["train_mem_cpu_mode"] == "sampling 1ms"
+    assert abs(cpu(m, "train", "peaked_delta") - 256 * MiB) <= 16 * MiB
+
+
+def test_track_context_and_decorator(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memscope._tracking, "_default", memscope.Tracker(allocators=["sim:3GiB"]))
+
+    @memscope.track("eval")
+    def evaluate() -> None:
+        p = memscope.alloc(7 * MiB, "sim:3GiB")
+        memscope.free(p, "sim:3GiB")
+
+    with memscope.track("train"):
+        evaluate()
+    m = memscope.default_tracker().metrics
+    assert gpu(m, "eval", "peaked_delta") == 7 * MiB
+    assert gpu(m, "train", "peaked_delta") == 7 * MiB
+
+
+def test_misuse_raises_usage_error(sim: memscope.Allocator) -> None:
+    t = memscope.Tracker(allocators=[sim])
+    with pytest.raises(memscope.UsageError, match="never started"):
+        t.stop("train")
+    with pytest.raises(memscope.UsageError):
+        t.start("bad_name")  # '_' would make metric names ambiguous
+    t.start("train")
+    with pytest.raises(memscope.UsageError, match="already running"):
+        t.start("train")
+    assert t.running_stages() == ["train"]
+    t.stop("train")
+    with pytest.raises(memscope.UsageError, match="already stopped"):
+        t.stop("train")
+
+
+def test_skip_switch_makes_the_tracker_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    t = memscope.Tracker(skip_memory_metrics=True)
+    with t.stage("train"):
+        pass
+    assert not t.enabled and t.metrics == {}
+    monkeypatch.setenv("MEMSCOPE_SKIP_MEMORY_METRICS", "1")
+    assert not memscope.Tracker().enabled
+    monkeypatch.setenv("MEMSCOPE_SKIP_MEMORY_METRICS", "maybe")
+    with pytest.raises(memscope.ConfigError):
+        memscope.Tracker([memscope.host_source()])
+
+
+def test_sources_and_unavailable_gpu(sim: memscope.Allocator) -> None:
+    t = memscope.Tracker()
+    kinds = {s["kind"]: s for s in t.sources()}
+    assert kinds["cpu"]["available"] and kinds["cpu"]["label"] == "cpu"
+    if not memscope.cuda_is_available():
+        assert not kinds["gpu"]["available"]
+        assert kinds["gpu"]["mode"].startswith("unavailable: ")
+        with t.stage("train"):
+            pass
+        m = t.metrics
+        assert "train_mem_gpu_alloc_delta" not in m
+        assert m["train_mem_gpu_mode"].startswith("unavailable")
+    assert "cpu:" in t.describe_sources()
+    two = memscope.Tracker(allocators=[sim, "sim:2GiB"])
+    assert [s["label"] for s in two.sources()] == ["cpu", "gpu0", "gpu1"]
+
+
+def test_update_metrics_like_the_trainer(sim: memscope.Allocator) -> None:
+    t = memscope.Tracker(allocators=[sim])
+    with t.stage("train"):
+        p = sim.alloc(MiB)
+    out = {"train_loss": 0.5}
+    t.update_metrics("train", out)
+    assert out["train_loss"] == 0.5 and out["train_mem_gpu_alloc_delta"] == MiB
+    assert "init_mem_gpu_alloc_delta" in out
+    again: dict = {}
+    t.update_metrics("train", again)
+    assert "init_mem_gpu_alloc_delta" not in again  # init is reported once
+    sim.free(p)
+
+
+def test_python_source_with_cascade_peaks() -> None:
+    class Counter:
+        value = 0
+        peak = 0
+
+        def set(self, v: int) -> None:
+            self.value = v
+            self.peak = max(self.peak, v)
+
+        def reset(self) -> None:
+            self.peak = self.value
+
+    c = Counter()
+    src = CascadeSource(name="fake", kind="gpu", mode="fake counter", current=lambda: c.value,
+                        peak=lambda: c.peak, reset_peak=c.reset)
+    t = memscope.Tracker([src], implicit_init=False)
+    t.start("outer")
+    c.set(100)
+    c.set(10)
+    t.start("inner")  # resets the counter: outer's 100 must survive
+    c.set(50)
+    c.set(20)
+    t.start("late")
+    c.set(30)
+    t.stop("inner")  # out of order
+    c.set(70)
+    c.set(0)
+    t.stop("late")
+    t.stop("outer")
+    m = t.metrics
+    assert m["outer_mem_gpu_peaked_delta"] == 100 and m["outer_mem_gpu_alloc_delta"] == 0
+    assert m["inner_mem_gpu_peaked_delta"] == 50 - 30 and m["inner_mem_gpu_alloc_delta"] == 20
+    assert m["late_mem_gpu_peaked_delta"] == 70 and m["late_mem_gpu_alloc_delta"] == -20
+    assert m["outer_mem_gpu_mode"] == "fake counter"
+
+
+def test_formatting_and_files(tmp_path, sim: memscope.Allocator, capsys) -> None:
+    metrics = {"train_mem_cpu_alloc_delta": 256 * MiB, "train_runtime": 1.5,
+               "train_loss": 0.25, "epoch": 1, "note": "x"}
+    text = memscope.metrics_format(metrics)
+    assert text["train_mem_cpu_alloc_delta"] == "256.00 MiB"
+    compat = memscope.metrics_format(metrics, trainer_compat=True)
+    assert compat["train_mem_cpu_alloc_delta"] == "256MB"
+    memscope.log_metrics("train", metrics)
+    out = capsys.readouterr().out
+    assert "***** train metrics *****" in out and "256.00 MiB" in out
+    (tmp_path / "all_results.json").write_text(json.dumps({"earlier": 1}))
+    memscope.save_metrics("train", metrics, tmp_path)
+    assert memscope.load_metrics(tmp_path / "train_results.json") == metrics
+    combined = json.loads((tmp_path / "all_results.json").read_text())
+    assert combined["earlier"] == 1 and combined["train_loss"] == 0.25
+    t = memscope.Tracker(allocators=[sim])
+    with t.stage("test"):
+        pass
+    t.save_metrics("test", tmp_path)
+    assert "test_mem_gpu_alloc_delta" in json.loads((tmp_path / "test_results.json").read_text())

@@ -13,44 +13,22 @@
 
 #include <type_traits>
 
+#include "abi_mapping.hpp"
+
+MEMSCOPE_ABI_MAP(memscope::cu::CUresult, ::CUresult)
+MEMSCOPE_ABI_MAP(memscope::cu::CUdriverProcAddressQueryResult, ::CUdriverProcAddressQueryResult)
+MEMSCOPE_ABI_MAP(memscope::cu::CUctx_st, ::CUctx_st)
+MEMSCOPE_ABI_MAP(memscope::cu::CUstream_st, ::CUstream_st)
+MEMSCOPE_ABI_MAP(memscope::cu::CUevent_st, ::CUevent_st)
+MEMSCOPE_ABI_MAP(memscope::cu::CUmod_st, ::CUmod_st)
+MEMSCOPE_ABI_MAP(memscope::cu::CUfunc_st, ::CUfunc_st)
+MEMSCOPE_ABI_MAP(memscope::cu::CUuuid, ::CUuuid)
+
 namespace {
 
 namespace cu = memscope::cu;
 
-// Real<T>::type is T with every memscope::cu type replaced by cuda.h's, through pointers,
-// const and function types, so function-pointer types can be compared with std::is_same.
-template <typename T>
-struct Real {
-  using type = T;
-};
-template <typename T>
-using real_t = typename Real<T>::type;
-template <typename T>
-struct Real<T*> {
-  using type = real_t<T>*;
-};
-template <typename T>
-struct Real<const T> {
-  using type = const real_t<T>;
-};
-template <typename R, typename... A>
-struct Real<R (*)(A...)> {
-  using type = real_t<R> (*)(real_t<A>...);
-};
-#define MEMSCOPE_REAL(ours, theirs) \
-  template <>                       \
-  struct Real<ours> {               \
-    using type = theirs;            \
-  };
-MEMSCOPE_REAL(cu::CUresult, ::CUresult)
-MEMSCOPE_REAL(cu::CUdriverProcAddressQueryResult, ::CUdriverProcAddressQueryResult)
-MEMSCOPE_REAL(cu::CUctx_st, ::CUctx_st)
-MEMSCOPE_REAL(cu::CUstream_st, ::CUstream_st)
-MEMSCOPE_REAL(cu::CUevent_st, ::CUevent_st)
-MEMSCOPE_REAL(cu::CUmod_st, ::CUmod_st)
-MEMSCOPE_REAL(cu::CUfunc_st, ::CUfunc_st)
-MEMSCOPE_REAL(cu::CUuuid, ::CUuuid)
-#undef MEMSCOPE_REAL
+using memscope::testing::abi::real_t;
 
 // Scalar types and structs.
 static_assert(std::is_same_v<cu::CUdevice, ::CUdevice>);

@@ -10,52 +10,20 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "abi_mapping.hpp"
+
+MEMSCOPE_ABI_MAP(memscope::nvml::nvmlReturn_t, ::nvmlReturn_t)
+MEMSCOPE_ABI_MAP(memscope::nvml::nvmlDevice_st, ::nvmlDevice_st)
+MEMSCOPE_ABI_MAP(memscope::nvml::nvmlMemory_t, ::nvmlMemory_t)
+MEMSCOPE_ABI_MAP(memscope::nvml::nvmlMemory_v2_t, ::nvmlMemory_v2_t)
+MEMSCOPE_ABI_MAP(memscope::nvml::nvmlProcessInfo_v1_t, ::nvmlProcessInfo_v1_t)
+MEMSCOPE_ABI_MAP(memscope::nvml::nvmlProcessInfo_v2_t, ::nvmlProcessInfo_v2_t)
+
 namespace {
 
 namespace ours = memscope::nvml;
 
-template <typename T>
-struct Real {
-  using type = T;
-};
-template <typename T>
-using real_t = typename Real<T>::type;
-template <typename T>
-struct Real<T*> {
-  using type = real_t<T>*;
-};
-template <typename T>
-struct Real<const T> {
-  using type = const real_t<T>;
-};
-template <typename R, typename... A>
-struct Real<R (*)(A...)> {
-  using type = real_t<R> (*)(real_t<A>...);
-};
-template <>
-struct Real<ours::nvmlReturn_t> {
-  using type = ::nvmlReturn_t;
-};
-template <>
-struct Real<ours::nvmlDevice_st> {
-  using type = ::nvmlDevice_st;
-};
-template <>
-struct Real<ours::nvmlMemory_t> {
-  using type = ::nvmlMemory_t;
-};
-template <>
-struct Real<ours::nvmlMemory_v2_t> {
-  using type = ::nvmlMemory_v2_t;
-};
-template <>
-struct Real<ours::nvmlProcessInfo_v1_t> {
-  using type = ::nvmlProcessInfo_v1_t;
-};
-template <>
-struct Real<ours::nvmlProcessInfo_v2_t> {
-  using type = ::nvmlProcessInfo_v2_t;
-};
+using memscope::testing::abi::real_t;
 
 static_assert(std::is_same_v<std::underlying_type_t<ours::nvmlReturn_t>,
                              std::underlying_type_t<::nvmlReturn_t>>);

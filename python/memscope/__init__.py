@@ -13,7 +13,6 @@ current device: the current CUDA device when there is one, else the host.
 
 from __future__ import annotations
 
-from . import _memscope
 from ._memscope import (
     Allocator,
     BackendError,
@@ -75,26 +74,23 @@ __all__ = [
     "format_bytes", "format_size_exact", "parse_size", "host",
 ]
 
-if _memscope._has_tracker:
-    from ._tracking import (
-        MemorySource,
-        Tracker,
-        allocator_source,
-        default_tracker,
-        host_source,
-        load_metrics,
-        log_metrics,
-        metrics_format,
-        save_metrics,
-        track,
-        unavailable_source,
-    )
+from ._tracking import (
+    MemorySource,
+    Tracker,
+    allocator_source,
+    default_tracker,
+    host_source,
+    load_metrics,
+    log_metrics,
+    metrics_format,
+    nvml_source,
+    save_metrics,
+    track,
+    unavailable_source,
+)
 
-    __all__ += [
-        "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
-        "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
-    ]
-    if _memscope._has_device_probe:
-        from ._tracking import nvml_source
-
-        __all__ += ["nvml_source"]
+__all__ += [
+    "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
+    "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
+    "nvml_source",
+]

@@ -216,7 +216,7 @@ def device_memory_used(device: Device = None) -> int:
     cuMemGetInfo); for the host and simulated devices, total minus free."""
     spec = _spec(device)
     index = _cuda_index(spec)
-    if index is not None and getattr(_memscope, "_has_device_probe", False):
+    if index is not None:
         return int(_memscope._device_memory_info(index)["used"])
     a = device if isinstance(device, Allocator) else default_allocator(spec)
     free_bytes, total = a.mem_get_info()
@@ -230,8 +230,6 @@ def gpu_processes(device: Device = None) -> list[dict[str, Any]]:
     index = _cuda_index(_spec(device))
     if index is None:
         return []
-    if not getattr(_memscope, "_has_device_probe", False):
-        raise _memscope.BackendUnavailableError("this build has no NVML probe")
     probe = _memscope.NvmlProbe()
     return list(probe.processes(probe.nvml_index_of(index)))
 

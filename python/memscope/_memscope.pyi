@@ -7,8 +7,6 @@ _Stream = Union[None, int, Any]  # an int (cudaStream_t), or an object with cuda
 _Address = Union[int, "Buffer"]
 _Kind = Literal["cpu", "gpu"]
 
-_has_tracker: bool
-_has_device_probe: bool
 
 # Errors ----------------------------------------------------------------------------------
 

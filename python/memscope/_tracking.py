@@ -55,8 +55,6 @@ def nvml_source(cuda_device: int = 0, device_wide: bool = False,
                 sampling_interval: float = 0.01) -> MemorySource:
     """GPU memory as nvidia-smi shows it (this process, or the whole device), peaks by polling
     NVML every ``sampling_interval`` seconds while a window is open."""
-    if not getattr(_memscope, "_has_device_probe", False):
-        return unavailable_source("gpu", f"nvml cuda:{cuda_device}", "built without NVML probe")
     return _memscope._nvml_source(cuda_device, device_wide, sampling_interval)
 
 

@@ -15,11 +15,7 @@ void bind_buffer(nb::module_& m);
 void bind_host(nb::module_& m);
 void bind_devices(nb::module_& m);
 void bind_torch_hooks(nb::module_& m);
-#if MEMSCOPE_PY_HAS_TRACKER
 void bind_tracker(nb::module_& m);
-#endif
-#if MEMSCOPE_PY_HAS_DEVICE_PROBE
 void bind_device_probe(nb::module_& m);
-#endif
 
 }  // namespace memscope::python

@@ -6,9 +6,7 @@
 #include <nanobind/stl/string.h>
 
 #include "bindings.hpp"
-#if MEMSCOPE_PY_HAS_TRACKER
 #include "sources.hpp"
-#endif
 
 namespace memscope::python {
 namespace {
@@ -78,7 +76,6 @@ void bind_device_probe(nb::module_& m) {
       .def("own_process_memory", &NvmlProbe::own_process_memory, nb::arg("nvml_index"))
       .def("nvml_index_of", &NvmlProbe::nvml_index_of, nb::arg("cuda_index"));
 
-#if MEMSCOPE_PY_HAS_TRACKER
   m.def(
       "_nvml_source",
       [](int cuda_device, bool device_wide, double sampling_interval) {
@@ -91,7 +88,6 @@ void bind_device_probe(nb::module_& m) {
       },
       nb::arg("cuda_device") = 0, nb::arg("device_wide") = false,
       nb::arg("sampling_interval") = 0.01);
-#endif
 }
 
 }  // namespace memscope::python

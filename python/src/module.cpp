@@ -12,12 +12,6 @@ NB_MODULE(_memscope, m) {
   bind_host(m);
   bind_devices(m);
   bind_torch_hooks(m);
-#if MEMSCOPE_PY_HAS_TRACKER
   bind_tracker(m);
-#endif
-#if MEMSCOPE_PY_HAS_DEVICE_PROBE
   bind_device_probe(m);
-#endif
-  m.attr("_has_tracker") = bool(MEMSCOPE_PY_HAS_TRACKER);
-  m.attr("_has_device_probe") = bool(MEMSCOPE_PY_HAS_DEVICE_PROBE);
 }

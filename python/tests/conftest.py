@@ -33,6 +33,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """With MEMSCOPE_ALL_SKIPPED_EXIT set (ctest's python_gpu_tests), a run in which every test
+    was skipped exits with that code, so ctest reports the GPU tests as skipped, never passed."""
+    code = os.environ.get("MEMSCOPE_ALL_SKIPPED_EXIT")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if code and exitstatus == 0 and reporter is not None:
+        if reporter.stats.get("skipped") and not reporter.stats.get("passed"):
+            session.exitstatus = int(code)
+
+
 def proc_status() -> dict[str, int]:
     """/proc/self/status memory fields in bytes (what the host probe must agree with)."""
     out = {}
@@ -79,11 +89,3 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.delenv("MEMSCOPE_ALLOC_CONF", raising=False)
     monkeypatch.delenv("MEMSCOPE_SKIP_MEMORY_METRICS", raising=False)
     return monkeypatch
-
-
-def needs_tracker() -> pytest.MarkDecorator:
-    return pytest.mark.skipif(not memscope._memscope._has_tracker,
-                              reason="this build has no tracker (include/memscope/tracker.hpp)")
-
-
-del os

@@ -7,7 +7,7 @@ import pytest
 
 import memscope
 
-from conftest import GiB, MiB, needs_tracker
+from conftest import GiB, MiB
 
 pytestmark = pytest.mark.gpu
 
@@ -76,7 +76,6 @@ def test_gpu_processes_and_listing() -> None:
     a.free(p)
 
 
-@needs_tracker()
 def test_tracker_gpu_stages_exact_on_the_device() -> None:
     t = memscope.Tracker()  # no torch loaded: "gpu" is memscope's allocator on cuda:0
     gpu = {s["label"]: s for s in t.sources()}["gpu"]

@@ -12,9 +12,7 @@ import pytest
 
 import memscope
 
-from conftest import MiB, needs_tracker
-
-pytestmark = needs_tracker()
+from conftest import MiB
 
 
 class _State:

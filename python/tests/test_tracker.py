@@ -11,9 +11,7 @@ import pytest
 import memscope
 from memscope._cascade import CascadeSource
 
-from conftest import MiB, needs_tracker
-
-pytestmark = needs_tracker()
+from conftest import MiB
 
 
 def gpu(metrics: dict, stage: str, what: str) -> int:

@@ -86,7 +86,8 @@ void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryErro
   std::size_t rounded = 0;
   bool small = false;
   if (size <= detail::kLargestRequest) {
-    rounded = detail::round_size(size, config_);
+    rounded =
+        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
     small = detail::is_small(rounded);
     FreeBins& bins = small ? pools.small : pools.large;
     block = take_cached(bins, rounded);

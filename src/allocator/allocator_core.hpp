@@ -89,6 +89,7 @@ class AllocatorCore {
   Backend& backend_;
   AllocatorConfig config_;
   std::size_t memory_limit_;
+  bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
   MemoryStats stats_;
   PeakScope::Windows windows_;
   std::uint64_t clock_ = 0;  // counts allocate() calls; ages cached blocks for gc

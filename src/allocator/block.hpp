@@ -37,8 +37,9 @@ struct Block {
   Segment* segment = nullptr;
   Block* prev = nullptr;  // neighbours inside the segment
   Block* next = nullptr;
-  Block* bin_prev = nullptr;  // links in its FreeBins list while cached
+  Block* bin_prev = nullptr;  // while cached: list links (small pool), tree children (large)
   Block* bin_next = nullptr;
+  std::uint64_t cache_seq = 0;  // unique per caching: orders equal sizes, most recent first
   std::uint64_t cached_at = 0;  // allocator clock when cached; its age drives garbage collection
   std::uint32_t bin = 0;
   std::uint32_t pending_events = 0;  // stream events to wait for before it can be cached

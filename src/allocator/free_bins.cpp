@@ -17,8 +17,10 @@ constexpr std::size_t kLargeBins = (64 - kFirstLargeLog2) << kSubBinBits;
 
 FreeBins::FreeBins(bool small_pool)
     : small_pool_(small_pool),
-      heads_(small_pool ? kSmallBins : kLargeBins, nullptr),
-      words_((heads_.size() + 63) / 64, 0) {}
+      bins_(small_pool ? kSmallBins : kLargeBins),
+      lists_(small_pool ? kSmallBins : 0, nullptr),
+      trees_(small_pool ? 0 : kLargeBins),
+      words_((bins_ + 63) / 64, 0) {}
 
 std::size_t FreeBins::bin_index(std::size_t size) const noexcept {
   if (small_pool_) {
@@ -34,42 +36,61 @@ std::size_t FreeBins::bin_index(std::size_t size) const noexcept {
 }
 
 std::size_t FreeBins::next_nonempty(std::size_t from) const noexcept {
-  if (from >= heads_.size()) return heads_.size();
+  if (from >= bins_) return bins_;
   std::size_t word = from / 64;
   const std::uint64_t here = words_[word] & (~std::uint64_t{0} << (from % 64));
   if (here != 0) return word * 64 + static_cast<std::size_t>(std::countr_zero(here));
   const std::uint64_t above = word + 1 < 64 ? summary_ & (~std::uint64_t{0} << (word + 1)) : 0;
-  if (above == 0) return heads_.size();
+  if (above == 0) return bins_;
   word = static_cast<std::size_t>(std::countr_zero(above));
   return word * 64 + static_cast<std::size_t>(std::countr_zero(words_[word]));
+}
+
+void FreeBins::mark(std::size_t bin, bool nonempty) noexcept {
+  const std::uint64_t bit = std::uint64_t{1} << (bin % 64);
+  if (nonempty) {
+    words_[bin / 64] |= bit;
+    summary_ |= std::uint64_t{1} << (bin / 64);
+  } else {
+    words_[bin / 64] &= ~bit;
+    if (words_[bin / 64] == 0) summary_ &= ~(std::uint64_t{1} << (bin / 64));
+  }
 }
 
 void FreeBins::insert(Block* block) noexcept {
   const std::size_t bin = bin_index(block->size);
   block->bin = static_cast<std::uint32_t>(bin);
-  block->bin_prev = nullptr;
-  block->bin_next = heads_[bin];
-  if (heads_[bin] != nullptr) heads_[bin]->bin_prev = block;
-  heads_[bin] = block;
-  words_[bin / 64] |= std::uint64_t{1} << (bin % 64);
-  summary_ |= std::uint64_t{1} << (bin / 64);
+  block->cache_seq = ++next_seq_;
   block->cached = true;
   ++count_;
+  if (small_pool_) {
+    block->bin_prev = nullptr;
+    block->bin_next = lists_[bin];
+    if (lists_[bin] != nullptr) lists_[bin]->bin_prev = block;
+    lists_[bin] = block;
+  } else {
+    trees_[bin].insert(block);
+  }
+  mark(bin, true);
 }
 
 void FreeBins::remove(Block* block) noexcept {
   const std::size_t bin = block->bin;
-  if (block->bin_prev != nullptr) {
-    block->bin_prev->bin_next = block->bin_next;
+  bool now_empty = false;
+  if (small_pool_) {
+    if (block->bin_prev != nullptr) {
+      block->bin_prev->bin_next = block->bin_next;
+    } else {
+      lists_[bin] = block->bin_next;
+    }
+    if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
+    block->bin_prev = block->bin_next = nullptr;
+    now_empty = lists_[bin] == nullptr;
   } else {
-    heads_[bin] = block->bin_next;
+    trees_[bin].erase(block);
+    now_empty = trees_[bin].empty();
   }
-  if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
-  block->bin_prev = block->bin_next = nullptr;
-  if (heads_[bin] == nullptr) {
-    words_[bin / 64] &= ~(std::uint64_t{1} << (bin % 64));
-    if (words_[bin / 64] == 0) summary_ &= ~(std::uint64_t{1} << (bin / 64));
-  }
+  if (now_empty) mark(bin, false);
   block->cached = false;
   --count_;
 }
@@ -79,27 +100,12 @@ Block* FreeBins::best_fit(std::size_t size) const noexcept {
   if (small_pool_) {
     // Exact classes: every block in a bin has the bin's size, so the head is the best fit.
     const std::size_t found = next_nonempty(bin);
-    return found < heads_.size() ? heads_[found] : nullptr;
+    return found < bins_ ? lists_[found] : nullptr;
   }
-  // The request's own class spans a range of sizes: find the smallest block that fits.
-  Block* best = nullptr;
-  if (bin < heads_.size()) {
-    for (Block* b = heads_[bin]; b != nullptr; b = b->bin_next) {
-      if (b->size >= size && (best == nullptr || b->size < best->size)) {
-        best = b;
-        if (b->size == size) return b;
-      }
-    }
-  }
-  if (best != nullptr) return best;
-  // Every block in a higher class fits; take that class's smallest.
+  // The request's own class spans a range of sizes; every higher class fits entirely.
+  if (Block* b = trees_[bin].lower_bound(size)) return b;
   const std::size_t found = next_nonempty(bin + 1);
-  if (found >= heads_.size()) return nullptr;
-  best = heads_[found];
-  for (Block* b = best->bin_next; b != nullptr; b = b->bin_next) {
-    if (b->size < best->size) best = b;
-  }
-  return best;
+  return found < bins_ ? trees_[found].smallest() : nullptr;
 }
 
 }  // namespace memscope::detail

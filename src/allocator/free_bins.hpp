@@ -1,14 +1,15 @@
-// FreeBins: the cached blocks of one pool (small or large) of one stream, with O(1) best fit.
+// FreeBins: the cached blocks of one pool (small or large) of one stream, with best fit that
+// does not slow down as the cache fills.
 //
-// Blocks sit in intrusive lists, one per size class, and a two-level bitmap marks the classes
-// that hold blocks, so finding the first non-empty class at or above a size is two bit scans,
-// however many blocks are cached. The small pool has one exact class per 512-byte size up to
-// its 2 MiB segment size. The large pool has 16 classes per power of two; inside one class the
-// smallest block that fits is found by scanning that class only.
+// Blocks are grouped in size classes, and a two-level bitmap marks the classes that hold
+// blocks, so the first non-empty class at or above a size is found with two bit scans. The
+// small pool has one exact class per 512-byte size up to its 2 MiB segment size, each an
+// intrusive list: its head is the answer, in O(1). The large pool has 16 classes per power of
+// two, each a SizeTreap: O(log n) in the blocks of that class.
 //
 // Best fit: the smallest cached block at least as big as the request. Among blocks of equal
 // size the most recently cached wins (LIFO): it is the likeliest to be warm in caches and TLBs,
-// and it makes the choice O(1). (PyTorch breaks ties by lowest address instead.)
+// and it makes the choice O(1) in the small pool. (PyTorch breaks ties by lowest address.)
 // Not synchronised; the allocator calls it under its lock.
 #pragma once
 
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include "allocator/block.hpp"
+#include "allocator/size_treap.hpp"
 
 namespace memscope::detail {
 
@@ -36,22 +38,31 @@ class FreeBins {
   // the bins; collect first, then change).
   template <class F>
   void for_each(std::size_t min_size, F&& f) const {
-    for (std::size_t bin = next_nonempty(bin_index(min_size)); bin < heads_.size();
+    const auto visit = [&](Block* b) {
+      if (b->size >= min_size) f(b);
+    };
+    for (std::size_t bin = next_nonempty(bin_index(min_size)); bin < bins_;
          bin = next_nonempty(bin + 1)) {
-      for (Block* b = heads_[bin]; b != nullptr; b = b->bin_next) {
-        if (b->size >= min_size) f(b);
+      if (small_pool_) {
+        for (Block* b = lists_[bin]; b != nullptr; b = b->bin_next) visit(b);
+      } else {
+        trees_[bin].for_each(visit);
       }
     }
   }
 
  private:
   [[nodiscard]] std::size_t bin_index(std::size_t size) const noexcept;
-  // First bin >= `from` that holds a block, or heads_.size() when none does.
+  // First bin >= `from` that holds a block, or bins_ when none does.
   [[nodiscard]] std::size_t next_nonempty(std::size_t from) const noexcept;
+  void mark(std::size_t bin, bool nonempty) noexcept;
 
   bool small_pool_;
+  std::size_t bins_;
   std::size_t count_ = 0;
-  std::vector<Block*> heads_;
+  std::uint64_t next_seq_ = 0;
+  std::vector<Block*> lists_;         // small pool: one list per exact size
+  std::vector<SizeTreap> trees_;      // large pool: one tree per size class
   std::vector<std::uint64_t> words_;  // bit per bin: non-empty
   std::uint64_t summary_ = 0;         // bit per word of words_: non-zero
 };

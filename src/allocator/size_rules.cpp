@@ -24,10 +24,9 @@ std::size_t round_to_division(std::size_t size, std::uint32_t divisions) noexcep
 }  // namespace
 
 std::size_t round_size(std::size_t size, const AllocatorConfig& config) noexcept {
-  if (size <= kMinBlockSize) return kMinBlockSize;
   const std::uint32_t divisions = config.divisions_for(size);
   if (divisions > 1 && size > kMinBlockSize * divisions) return round_to_division(size, divisions);
-  return round_up(size, kMinBlockSize);
+  return round_size_plain(size);
 }
 
 std::size_t segment_size(std::size_t rounded) noexcept {

@@ -27,6 +27,12 @@ inline constexpr std::size_t kLargestRequest = std::size_t{1} << 62;
 // The block size a request of `size` bytes (1 <= size <= kLargestRequest) occupies.
 [[nodiscard]] std::size_t round_size(std::size_t size, const AllocatorConfig& config) noexcept;
 
+// round_size() when roundup_power2_divisions is off everywhere: the hot path's common case.
+[[nodiscard]] inline std::size_t round_size_plain(std::size_t size) noexcept {
+  return size <= kMinBlockSize ? kMinBlockSize
+                               : (size + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+}
+
 // The segment size reserved on a cache miss for a block of `rounded` bytes.
 [[nodiscard]] std::size_t segment_size(std::size_t rounded) noexcept;
 

@@ -29,6 +29,15 @@ TEST(SizeRules, RoundingAndSegments) {
   EXPECT_EQ(segment_size(11 * MiB + 1), 12 * MiB);
 }
 
+TEST(SizeRules, PlainRoundingIsRoundSizeWithoutDivisions) {
+  const AllocatorConfig config;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 100'000; ++i) {
+    const std::size_t size = (rng() >> (rng() % 60)) + 1;
+    ASSERT_EQ(round_size_plain(size), round_size(size, config)) << size;
+  }
+}
+
 TEST(SizeRules, PowerOfTwoDivisions) {
   const AllocatorConfig config = AllocatorConfig::parse("roundup_power2_divisions:4");
   EXPECT_EQ(round_size(1200 * MiB, config), 1280 * MiB);
@@ -83,6 +92,7 @@ void check_bins_against_reference(bool small, std::size_t max_size, std::uint64_
       ASSERT_EQ(got == nullptr, expected == nullptr) << "step " << step;
       if (got == nullptr) continue;
       ASSERT_EQ(got->size, expected->size) << "step " << step;
+      ASSERT_EQ(got, expected) << "step " << step << ": not the most recently cached of its size";
       bins.remove(got);
       cached.erase(std::find(cached.begin(), cached.end(), got));
       spare.push_back(got);
@@ -101,6 +111,41 @@ TEST(FreeBinsTest, LargePoolBestFitMatchesReference) {
 
 TEST(FreeBinsTest, LargePoolCloseSizesMatchReference) {
   check_bins_against_reference(false, 3 * MiB, 3);  // many blocks share a size class
+}
+
+TEST(FreeBinsTest, LargePoolManySizesInOneClassMatchReference) {
+  // Every block within one size class (3 MiB .. 3 MiB + 192 KiB): the case a list made linear.
+  std::mt19937_64 rng(4);
+  FreeBins bins(false);
+  std::vector<Block> storage(20'000);
+  std::vector<Block*> cached;
+  for (Block& b : storage) {
+    b.size = 3 * MiB + std::uniform_int_distribution<std::size_t>(0, 384)(rng) * 512;
+    bins.insert(&b);
+    cached.push_back(&b);
+  }
+  for (int i = 0; i < 2000; ++i) {
+    const std::size_t want =
+        3 * MiB + std::uniform_int_distribution<std::size_t>(0, 400)(rng) * 512;
+    Block* expected = reference_fit(cached, want);
+    Block* got = bins.best_fit(want);
+    ASSERT_EQ(got, expected) << "request " << want;
+    if (got == nullptr) continue;
+    bins.remove(got);
+    cached.erase(std::find(cached.begin(), cached.end(), got));
+    if (i % 2 == 0) {  // give it back: it becomes the most recent of its size
+      bins.insert(got);
+      cached.push_back(got);
+    }
+  }
+  std::size_t visited = 0;
+  std::size_t previous = 0;
+  bins.for_each(0, [&](Block* b) {
+    EXPECT_GE(b->size, previous);  // in size order
+    previous = b->size;
+    ++visited;
+  });
+  EXPECT_EQ(visited, cached.size());
 }
 
 TEST(PointerMapTest, MatchesUnorderedMap) {

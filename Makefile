@@ -30,6 +30,9 @@ test-tsan: bootstrap
 
 bench: build
 	@./build/bench/memscope_bench --benchmark_out=build/bench-results.json --benchmark_out_format=json
+	@if [ -x build/bench/memscope_bench_jemalloc ]; then ./build/bench/memscope_bench_jemalloc \
+	  --benchmark_out=build/bench-results-jemalloc.json --benchmark_out_format=json; fi
+	@python3 bench/summarize.py build/bench-results*.json > build/bench-summary.md
 
 # Each libFuzzer target for FUZZ_SECONDS (new inputs it finds go to build-fuzz/corpus-*).
 FUZZ_SECONDS ?= 60

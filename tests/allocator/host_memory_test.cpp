@@ -8,9 +8,9 @@
 #include <memory>
 
 #include "memscope/caching_allocator.hpp"
-#include "sanitizers.hpp"
 #include "memscope/host_backend.hpp"
 #include "memscope/units.hpp"
+#include "sanitizers.hpp"
 
 namespace memscope {
 namespace {

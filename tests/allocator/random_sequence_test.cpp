@@ -35,8 +35,9 @@ struct PendingRange {
 
 bool peaks_monotone(const MemoryStats& before, const MemoryStats& after) {
   const StatArray MemoryStats::*families[] = {
-      &MemoryStats::allocation,      &MemoryStats::segment,        &MemoryStats::active,
-      &MemoryStats::inactive_split,  &MemoryStats::allocated_bytes, &MemoryStats::reserved_bytes,
+      &MemoryStats::allocation,      &MemoryStats::segment,
+      &MemoryStats::active,          &MemoryStats::inactive_split,
+      &MemoryStats::allocated_bytes, &MemoryStats::reserved_bytes,
       &MemoryStats::active_bytes,    &MemoryStats::inactive_split_bytes,
       &MemoryStats::requested_bytes};
   for (const auto family : families) {

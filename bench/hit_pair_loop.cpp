@@ -1,0 +1,73 @@
+// memscope_hit_pair_loop: a bare loop of allocate+free pairs, for counting instructions with
+// callgrind, which does not care how busy the machine is (timings on a shared machine do):
+//
+//   valgrind --tool=callgrind --callgrind-out-file=/dev/null
+//            build/bench/memscope_hit_pair_loop <allocator> <bytes> <pairs>
+//
+// <allocator> is memscope-host, memscope-sim, glibc, mimalloc or jemalloc (for jemalloc, run
+// with LD_PRELOAD=libjemalloc.so.2 so that it is the process malloc). Run it with two pair
+// counts and divide the difference in instructions by the difference in pairs: start-up and
+// warm-up cancel out. It also prints the loop's CPU time per pair; on a busy machine the best
+// of several runs is the closest to the code's own cost. docs/benchmarks.md lists the results.
+#include <time.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "bench_support.hpp"
+#include "peers.hpp"
+
+namespace {
+
+double cpu_seconds() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
+
+template <class Allocate, class Deallocate>
+void run_pairs(std::size_t size, long pairs, Allocate allocate, Deallocate deallocate) {
+  deallocate(allocate(size));  // warm: every timed pair below is a cache hit
+  const double start = cpu_seconds();
+  for (long i = 0; i < pairs; ++i) {
+    void* p = allocate(size);
+    asm volatile("" : : "r"(p) : "memory");  // keep the pair from being optimised away
+    deallocate(p);
+  }
+  const double elapsed = cpu_seconds() - start;
+  if (pairs > 0)
+    std::printf("%.1f ns per pair (CPU)\n", elapsed * 1e9 / static_cast<double>(pairs));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 4) {
+    std::fprintf(stderr,
+                 "usage: %s <memscope-host|memscope-sim|glibc|mimalloc|jemalloc> "
+                 "<bytes> <pairs>\n",
+                 argv[0]);
+    return 2;
+  }
+  const std::string_view name = argv[1];
+  const std::size_t size = std::strtoull(argv[2], nullptr, 10);
+  const long pairs = std::strtol(argv[3], nullptr, 10);
+  if (name.starts_with("memscope-")) {
+    const auto allocator =
+        memscope::bench::make_allocator(name == "memscope-host" ? "host" : "sim:64GiB");
+    run_pairs(
+        size, pairs, [&](std::size_t n) { return allocator->allocate(n); },
+        [&](void* p) { allocator->deallocate(p); });
+    return 0;
+  }
+  std::string why;
+  const auto peer = memscope::bench::load_peer(name, &why);
+  if (!peer) {
+    std::fprintf(stderr, "%s: %s\n", argv[1], why.c_str());
+    return 1;
+  }
+  run_pairs(size, pairs, peer->allocate, peer->deallocate);
+  return 0;
+}

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Turns Google Benchmark JSON from memscope_bench (and memscope_bench_jemalloc) into the
+Markdown tables of docs/benchmarks.md, so the document is regenerated, never hand-copied.
+
+Usage: bench/summarize.py build/bench-results.json [build/bench-results-jemalloc.json ...]
+
+Every figure is the median over repetitions (run with --benchmark_repetitions=N), with the
+minimum in parentheses where the spread matters. Ratios are peer ÷ memscope on medians: above
+1 memscope is faster, below 1 the peer is. Single-threaded pairs are CPU time per pair. Two-
+thread pairs are wall time divided by the pairs both threads completed (the inverse of
+throughput: perfect scaling would halve the single-threaded figure).
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+SIZES = [512, 4096, 65536, 1 << 20, 2 << 20, 16 << 20, 32 << 20, 64 << 20, 256 << 20]
+PEERS = ["glibc", "jemalloc", "mimalloc"]
+
+
+def load(paths):
+    """run_name -> list of iteration entries (one per repetition)."""
+    runs = defaultdict(list)
+    context = {}
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        context.setdefault(path, data.get("context", {}))
+        for b in data["benchmarks"]:
+            if b.get("run_type") == "iteration" and not b.get("error_occurred"):
+                runs[b["run_name"]].append(b)
+    return runs, context
+
+
+def ns(entry, key):
+    unit = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[entry.get("time_unit", "ns")]
+    return entry[key] * unit
+
+
+def stat(runs, name, key="cpu_time"):
+    """(median, min) in ns, or None."""
+    entries = runs.get(name)
+    if not entries:
+        return None
+    values = [ns(e, key) for e in entries]
+    return statistics.median(values), min(values)
+
+
+def counter(runs, name, key):
+    entries = runs.get(name)
+    return entries[0].get(key) if entries else None
+
+
+def human(size):
+    for unit, factor in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} B"
+
+
+def fmt_ns(value):
+    if value is None:
+        return "n/a"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} ms"
+    if value >= 1e4:
+        return f"{value / 1e3:.1f} µs"
+    if value >= 100:
+        return f"{value:.0f} ns"
+    return f"{value:.1f} ns"
+
+
+def hit_pair_table(runs, suffix, key):
+    columns = ["memscope host", "memscope sim"] + PEERS
+    print("| size | " + " | ".join(columns) + " | "
+          + " | ".join(f"{p} ÷ memscope host" for p in PEERS) + " |")
+    print("|" + "---|" * (1 + len(columns) + len(PEERS)))
+    for size in SIZES:
+        names = [f"BM_CacheHitPair/host/{size}{suffix}", f"BM_CacheHitPair/sim/{size}{suffix}"]
+        names += [f"BM_MallocFreePair/{p}/{size}{suffix}" for p in PEERS]
+        stats = [stat(runs, n, key) for n in names]
+        cells = [f"{fmt_ns(st[0])} ({fmt_ns(st[1])})" if st else "n/a" for st in stats]
+        base = stats[0][0] if stats[0] else None
+        ratios = [f"{st[0] / base:.2f}" if st and base else "n/a" for st in stats[2:]]
+        print(f"| {human(size)} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+
+
+def flatness_table(runs, family, sizes):
+    counts = [10, 100, 1000, 10000, 100000]
+    print("| cached (asked) | " + " | ".join(f"{human(s)}: blocks cached | {human(s)}: median (min)" for s in sizes) + " |")
+    print("|" + "---|" * (1 + 2 * len(sizes)))
+    for n in counts:
+        cells = []
+        for s in sizes:
+            name = f"{family}/sim/{s}/cached:{n}"
+            st = stat(runs, name)
+            cached = counter(runs, name, "cached_blocks")
+            cells.append(f"{int(cached):,}" if cached is not None else "n/a")
+            cells.append(f"{fmt_ns(st[0])} ({fmt_ns(st[1])})" if st else "n/a")
+        print(f"| {n:,} | " + " | ".join(cells) + " |")
+
+
+def empty_cache_table(runs):
+    print("| segments (2 MiB each) | sim: empty_cache() | sim: per segment | host: empty_cache() | host: per segment |")
+    print("|---|---|---|---|---|")
+    for n in [10, 100, 1000, 10000]:
+        cells = []
+        for backend in ("sim", "host"):
+            st = stat(runs, f"BM_EmptyCache/{backend}/segments:{n}/manual_time", "real_time")
+            cells += [fmt_ns(st[0]), fmt_ns(st[0] / n)] if st else ["—", "—"]
+        print(f"| {n:,} | " + " | ".join(cells) + " |")
+
+
+def mixed_table(runs):
+    print("| allocator | time per operation (median) | vs memscope host | backend reserves per pass |")
+    print("|---|---|---|---|")
+    base = None
+    for name in ["memscope-host", "memscope-sim"] + PEERS:
+        entries = runs.get(f"BM_MixedWorkload/{name}")
+        if not entries:
+            print(f"| {name} | n/a | | |")
+            continue
+        per_op = statistics.median(1e9 / e["items_per_second"] for e in entries)
+        base = base or per_op
+        reserves = entries[0].get("backend_reserves_per_pass")
+        print(f"| {name} | {per_op:.1f} ns | {per_op / base:.2f}× | "
+              f"{'' if reserves is None else f'{reserves:g}'} |")
+
+
+def main(paths):
+    runs, _ = load(paths)
+    print("### Cache-hit pair, one thread (CPU time per allocate+free pair: median (min))\n")
+    hit_pair_table(runs, "", "cpu_time")
+    print("\n### Cache-hit pair, two threads (wall time ÷ pairs done by both threads: median (min))\n")
+    hit_pair_table(runs, "/threads:2", "real_time")
+    print("\n### Flatness: hit pair among cached blocks of varied sizes (CPU time per pair)\n")
+    flatness_table(runs, "BM_CacheHitPairAmongCached", [4096, 3 << 20, 48 << 20])
+    print("\n### Adversarial: every cached block in the request's size class (CPU time per pair)\n")
+    flatness_table(runs, "BM_CacheHitPairSameClass", [3 << 20])
+    print("\n### empty_cache() (median wall time of the call)\n")
+    empty_cache_table(runs)
+    print("\n### Mixed workload (100,000 operations per pass)\n")
+    mixed_table(runs)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -13,7 +13,7 @@ build: bootstrap
 	@cmake --build --preset default -j $(JOBS)
 
 demo: build
-	@./build/examples/memscope_demo
+	@./build/examples/memscope_demo build/demo
 
 test: build
 	@ctest --preset default -j $(JOBS)

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
+#include <limits>
 #include <vector>
 
 #include "memscope/metrics.hpp"
@@ -35,15 +37,23 @@ struct Unit {
   double scale;
 };
 
-// The largest binary unit that the biggest value of the column reaches, so every value of the
-// column is printed in it and the decimal points line up.
-Unit memory_unit(double max_abs) {
-  constexpr Unit units[] = {
-      {"TiB", 1099511627776.0}, {"GiB", 1073741824.0}, {"MiB", 1048576.0}, {"KiB", 1024.0}};
-  for (const Unit& u : units) {
-    if (max_abs >= u.scale) return u;
+// One binary unit for the whole column, so the decimal points line up: the largest unit the
+// biggest value reaches, then smaller ones while the smallest non-zero value would show under
+// 1.00 and the biggest stays under 10,000 (1.5 GiB beside 100 MiB prints as 1536.00 and
+// 100.00 MiB, not 1.50 and 0.10 GiB).
+Unit memory_unit(double max_abs, double min_nonzero_abs) {
+  constexpr Unit units[] = {{"TiB", 1099511627776.0},
+                            {"GiB", 1073741824.0},
+                            {"MiB", 1048576.0},
+                            {"KiB", 1024.0},
+                            {"B", 1.0}};
+  std::size_t i = 0;
+  while (i + 1 < std::size(units) && max_abs < units[i].scale) ++i;
+  while (i + 1 < std::size(units) && min_nonzero_abs < units[i].scale &&
+         max_abs < 10000 * units[i + 1].scale) {
+    ++i;
   }
-  return {"B", 1.0};
+  return units[i];
 }
 
 Unit flops_unit(double max_abs) {
@@ -84,13 +94,18 @@ std::string block_of(std::string_view key) {
 std::map<std::string, std::string> metrics_format(const Metrics& metrics,
                                                   const FormatOptions& options) {
   double max_memory = 0;
+  double min_memory = std::numeric_limits<double>::infinity();  // smallest non-zero
   double max_flops = 0;
   for (const auto& [key, value] : metrics) {
     Column c = column_of(key, value);
-    if (c == Column::memory) max_memory = std::max(max_memory, std::fabs(as_double(value)));
+    if (c == Column::memory) {
+      const double v = std::fabs(as_double(value));
+      max_memory = std::max(max_memory, v);
+      if (v > 0) min_memory = std::min(min_memory, v);
+    }
     if (c == Column::flops) max_flops = std::max(max_flops, std::fabs(as_double(value)));
   }
-  const Unit mem = memory_unit(max_memory);
+  const Unit mem = memory_unit(max_memory, min_memory);
   const Unit flop = flops_unit(max_flops);
 
   std::map<std::string, std::string> out;

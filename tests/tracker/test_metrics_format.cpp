@@ -29,20 +29,29 @@ Metrics sample() {
 
 TEST(MetricsFormat, OneBinaryUnitForTheMemoryColumn) {
   auto f = metrics_format(sample());
-  // The largest value is 1.5 GiB, so every memory value is in GiB with two decimals.
-  EXPECT_EQ(f["init_mem_cpu_alloc_delta"], "1.50 GiB");
-  EXPECT_EQ(f["init_mem_cpu_peaked_delta"], "0.00 GiB");
-  EXPECT_EQ(f["before_init_mem_cpu"], "0.29 GiB");
-  EXPECT_EQ(f["train_mem_cpu_alloc_delta"], "-0.01 GiB");
+  // The largest value is 1.5 GiB and the smallest non-zero one 12 MiB, so every memory value
+  // is in MiB: the small ones keep their digits instead of showing 0.29 or -0.01 GiB.
+  EXPECT_EQ(f["init_mem_cpu_alloc_delta"], "1536.00 MiB");
+  EXPECT_EQ(f["init_mem_cpu_peaked_delta"], "0.00 MiB");
+  EXPECT_EQ(f["before_init_mem_cpu"], "300.00 MiB");
+  EXPECT_EQ(f["train_mem_cpu_alloc_delta"], "-12.00 MiB");
   EXPECT_EQ(f["train_mem_gpu_mode"], "peak-scope");
   EXPECT_EQ(f["total_flos"], "123.40 TFLOP");
 }
 
 TEST(MetricsFormat, UnitFollowsTheLargestValue) {
   auto mib = metrics_format(
-      {{"a_mem_cpu_alloc_delta", 5 * kMiB + kMiB / 4}, {"a_mem_cpu_peaked_delta", kMiB / 2}});
+      {{"a_mem_cpu_alloc_delta", 5 * kMiB + kMiB / 4}, {"a_mem_cpu_peaked_delta", 2 * kMiB}});
   EXPECT_EQ(mib["a_mem_cpu_alloc_delta"], "5.25 MiB");
-  EXPECT_EQ(mib["a_mem_cpu_peaked_delta"], "0.50 MiB");
+  EXPECT_EQ(mib["a_mem_cpu_peaked_delta"], "2.00 MiB");
+  auto finer = metrics_format(
+      {{"a_mem_cpu_alloc_delta", 5 * kMiB + kMiB / 4}, {"a_mem_cpu_peaked_delta", kMiB / 2}});
+  EXPECT_EQ(finer["a_mem_cpu_alloc_delta"], "5376.00 KiB");  // 0.50 MiB would be under 1.00
+  EXPECT_EQ(finer["a_mem_cpu_peaked_delta"], "512.00 KiB");
+  auto wide =
+      metrics_format({{"a_mem_cpu_alloc_delta", 100 * kGiB}, {"a_mem_cpu_peaked_delta", kMiB}});
+  EXPECT_EQ(wide["a_mem_cpu_alloc_delta"], "100.00 GiB");  // MiB would pass 10,000: stays GiB
+  EXPECT_EQ(wide["a_mem_cpu_peaked_delta"], "0.00 GiB");
   auto bytes = metrics_format({{"a_mem_cpu_alloc_delta", std::int64_t{700}}});
   EXPECT_EQ(bytes["a_mem_cpu_alloc_delta"], "700 B");
   auto kib = metrics_format({{"a_mem_cpu_alloc_delta", std::int64_t{-3072}}});

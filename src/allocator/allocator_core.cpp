@@ -32,7 +32,12 @@ void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) n
 }
 
 AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
-    : backend_(backend), config_(config), memory_limit_(config.memory_limit(backend.capacity())) {
+    : backend_(backend),
+      config_(config),
+      memory_limit_(config.memory_limit(backend.capacity())),
+      rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
+                                       config.roundup_power2_divisions.end(),
+                                       [](std::uint32_t d) { return d > 1; })) {
   stats_.max_split_size = config.max_split_size == AllocatorConfig::kUnlimited
                               ? -1
                               : signed_size(config.max_split_size);

@@ -22,6 +22,22 @@ class Semantics : public ::testing::Test {
   CachingAllocator allocator{device, AllocatorConfig{}};
 };
 
+TEST_F(Semantics, RoundupPowerOfTwoDivisionsShapeTheBlocks) {
+  // Regression: the allocator once ignored roundup_power2_divisions (the flag that enables it
+  // was never initialised), so blocks kept their plain 512-byte rounding.
+  CachingAllocator rounding(device, AllocatorConfig::parse("roundup_power2_divisions:4"));
+  void* a = rounding.allocate(1200 * MiB);
+  void* b = rounding.allocate(4700);  // plain rounding would give 4608
+  EXPECT_EQ(rounding.lookup(a).size, 1280 * MiB);
+  EXPECT_EQ(rounding.lookup(b).size, 5120U);
+  EXPECT_EQ(rounding.lookup(a).requested_size, 1200 * MiB);
+  void* c = allocator.allocate(1200 * MiB);  // the default config rounds to 512 bytes
+  EXPECT_EQ(allocator.lookup(c).size, 1200 * MiB);
+  rounding.deallocate(a);
+  rounding.deallocate(b);
+  allocator.deallocate(c);
+}
+
 TEST_F(Semantics, ZeroBytesIsNullAndChangesNothing) {
   EXPECT_EQ(allocator.allocate(0), nullptr);
   EXPECT_EQ(allocator.stats(), CachingAllocator(device, AllocatorConfig{}).stats());

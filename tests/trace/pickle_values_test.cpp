@@ -1,0 +1,202 @@
+// The safe pickle reader builds exactly the value Python pickled: every protocol, every
+// plain-data opcode family, shared objects, Python's dict-key rules and int64 bounds.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+
+#include "memscope/pickle.hpp"
+#include "pickle_samples.hpp"
+#include "pickle_test_util.hpp"
+
+namespace memscope {
+namespace {
+
+using testing::bytes;
+using testing::cat;
+using testing::le;
+using testing::num;
+using testing::p2;
+using testing::str;
+
+PickleValue list_of(std::vector<PickleValue> items) {
+  return PickleList{std::move(items)};
+}
+PickleValue tuple_of(std::vector<PickleValue> items) {
+  return PickleTuple{std::move(items)};
+}
+
+// PLAIN in make_pickle_samples.py.
+PickleValue plain_expected() {
+  std::vector<PickleValue> many;
+  for (std::int64_t i = 0; i <= 1000; ++i) many.push_back(num(i));
+  const PickleValue deeper{PickleDict({{str("deeper"), list_of({PickleValue{0.5}})}})};
+  const PickleValue nested{PickleDict({{str("k"), deeper}})};
+  std::vector<PickleDict::Item> d;
+  const auto add = [&d](const char* key, PickleValue v) { d.emplace_back(str(key), std::move(v)); };
+  add("none", PickleValue{});
+  add("true", PickleValue{true});
+  add("false", PickleValue{false});
+  add("small", num(7));
+  add("neg", num(-300));
+  add("int32", num(2147483647));
+  add("big", num(std::int64_t{1} << 62));
+  add("min", num(std::numeric_limits<std::int64_t>::min()));
+  add("float", PickleValue{2.5});
+  add("inf", PickleValue{std::numeric_limits<double>::infinity()});
+  add("str", str("h\xc3\xa9llo \xe2\x9c\x93 \\ \n"));
+  add("empty", str(""));
+  add("tuple", tuple_of({num(1), str("a"), tuple_of({num(2)})}));
+  add("pair", tuple_of({PickleValue{}, PickleValue{false}}));
+  add("triple", tuple_of({num(1), num(2), num(3)}));
+  add("unit", tuple_of({}));
+  add("list", list_of({num(1), list_of({num(2), num(3)}), PickleValue{PickleDict{}}}));
+  add("many", list_of(std::move(many)));
+  add("nested", nested);
+  return PickleValue{PickleDict(std::move(d))};
+}
+
+TEST(PickleValues, EveryProtocolReadsThePlainValue) {
+  const PickleValue expected = plain_expected();
+  const std::string_view samples[] = {samples::kPlainP0, samples::kPlainP1, samples::kPlainP2,
+                                      samples::kPlainP3, samples::kPlainP4, samples::kPlainP5};
+  for (std::size_t proto = 0; proto < std::size(samples); ++proto) {
+    SCOPED_TRACE("protocol " + std::to_string(proto));
+    EXPECT_EQ(read_pickle(samples[proto]), expected);
+  }
+}
+
+TEST(PickleValues, BytesAndBytearrayBecomeBytes) {
+  const PickleValue p3 = read_pickle(samples::kBytesP3);
+  ASSERT_NE(p3.find("b"), nullptr);
+  EXPECT_EQ(*p3.find("b"), PickleValue{PickleBytes{std::string("\x00\xff"
+                                                               "ab",
+                                                               4)}});
+  EXPECT_EQ(*p3.find("long"), PickleValue{PickleBytes{std::string(300, 'x')}});
+  const PickleValue p5 = read_pickle(samples::kBytesP5);
+  EXPECT_EQ(*p5.find("ba"), PickleValue{PickleBytes{"xy"}});
+  EXPECT_EQ(p5.find("ba")->type_name(), "bytes");
+  // BINBYTES8 is only written for payloads over 4 GiB: hand-written.
+  EXPECT_EQ(read_pickle(p2(bytes({0x8e}) + le(2, 8) + "hi")), PickleValue{PickleBytes{"hi"}});
+}
+
+TEST(PickleValues, TextArgumentsOfProtocolZero) {
+  // STRING: a quoted Python 2 literal with escapes, read as Latin-1.
+  EXPECT_EQ(read_pickle("S'a\\x41\\n\\'q\\101\\\\'\n."), str("aA\n'qA\\"));
+  EXPECT_EQ(read_pickle("S\"\xe9\"\n."), str("\xc3\xa9"));
+  // UNICODE: raw-unicode-escape; an even run of backslashes does not start an escape.
+  EXPECT_EQ(read_pickle("V\\u00e9\\U0001F600\\\\u0041\n."),
+            str("\xc3\xa9\xf0\x9f\x98\x80\\\\u0041"));
+  EXPECT_EQ(read_pickle("I01\n."), PickleValue{true});
+  EXPECT_EQ(read_pickle("I00\n."), PickleValue{false});
+  EXPECT_EQ(read_pickle("I-12\n."), num(-12));
+  EXPECT_EQ(read_pickle("L123L\n."), num(123));
+  EXPECT_EQ(read_pickle("F-1e+300\n."), PickleValue{-1e300});
+  const PickleValue nan = read_pickle("Fnan\n.");
+  ASSERT_NE(nan.get_if<double>(), nullptr);
+  EXPECT_TRUE(std::isnan(*nan.get_if<double>()));
+  // Lists, dicts and tuples from marks; PUT/GET by decimal index; POP, DUP, POP_MARK.
+  const PickleValue one_two = list_of({num(1), num(2)});
+  EXPECT_EQ(read_pickle("(I1\nI2\nlp0\n(g0\ng0\nl."), list_of({one_two, one_two}));
+  EXPECT_TRUE(testing::pickle_error("(lp0\nI1\nag0\na.").find("recursive") != std::string::npos);
+  EXPECT_EQ(read_pickle("(I1\nI2\nd."), (PickleValue{PickleDict{{{num(1), num(2)}}}}));
+  EXPECT_EQ(read_pickle("(I1\nI2\nt."), tuple_of({num(1), num(2)}));
+  EXPECT_EQ(read_pickle("I1\nI2\n0."), num(1));
+  EXPECT_EQ(read_pickle("(I7\n2t."), tuple_of({num(7), num(7)}));
+  EXPECT_EQ(read_pickle("I5\n(I1\nI2\n1."), num(5));
+  EXPECT_EQ(read_pickle("(0I3\n."), num(3));  // POP with nothing above the mark drops the mark
+}
+
+TEST(PickleValues, BinaryStringsAndIntegers) {
+  EXPECT_EQ(read_pickle(p2(cat("T", le(3, 4)) + "a\xffz")),
+            str("a\xc3\xbfz"));  // BINSTRING: Latin-1
+  EXPECT_EQ(read_pickle(p2(cat("U", le(1, 1)) + "q")), str("q"));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8d}) + le(2, 8) + "ok")), str("ok"));  // BINUNICODE8
+  EXPECT_EQ(read_pickle(p2(cat("X", le(3, 4)) + "\xed\xa0\x80")),
+            str("\xed\xa0\x80"));  // surrogatepass
+  EXPECT_EQ(read_pickle(p2(cat("J", le(0xFFFFFFFE, 4)))), num(-2));
+  EXPECT_EQ(read_pickle(p2(cat("M", le(0xFFFF, 2)))), num(65535));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 0}))), num(0));  // LONG1 of no bytes
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 1, 0x80}))), num(-128));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 8}) + le(0x8000000000000000, 8))),
+            num(std::numeric_limits<std::int64_t>::min()));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 8}) + le(0x7FFFFFFFFFFFFFFF, 8))),
+            num(std::numeric_limits<std::int64_t>::max()));
+  // Extra bytes that only repeat the sign are fine.
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 10}) + std::string(10, '\xff'))), num(-1));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8b}) + le(100, 4) + std::string(100, '\0'))), num(0));
+  EXPECT_EQ(read_pickle(p2(cat("G", bytes({0x40, 0x09, 0x21, 0xfb, 0x54, 0x44, 0x2d, 0x18})))),
+            PickleValue{3.141592653589793});
+}
+
+TEST(PickleValues, IntegersBeyondInt64AreRefused) {
+  // 2**63: nine bytes, the ninth zero, so positive, and too big.
+  EXPECT_NE(testing::pickle_error(p2(bytes({0x8a, 9}) + le(0x8000000000000000, 8) + bytes({0}))),
+            "");
+  const std::string two_to_64 = p2(bytes({0x8a, 9}) + std::string(8, '\0') + bytes({1}));
+  EXPECT_NE(testing::pickle_error(two_to_64).find("does not fit in 64 bits"), std::string::npos);
+  EXPECT_NE(testing::pickle_error("I99999999999999999999\n.").find("does not fit"),
+            std::string::npos);
+}
+
+TEST(PickleValues, SharedObjectsAreCopiedAsFilled) {
+  // The pickler memoizes a list before filling it; every later reference must see it full.
+  const PickleValue shared = list_of({num(1), num(2)});
+  const PickleValue d = read_pickle(samples::kSharedP2);
+  EXPECT_EQ(*d.find("x"), shared);
+  EXPECT_EQ(*d.find("y"), shared);
+  EXPECT_EQ(read_pickle(samples::kSharedP4), list_of({shared, shared, shared}));
+}
+
+TEST(PickleValues, DictKeysFollowPython) {
+  // {1: 'a', True: 'b', 1.0: 'c'} is one key in Python: the first key, the last value.
+  const std::string text =
+      p2(cat("}(K\x01X", le(1, 4)) + cat("a", bytes({0x88})) + cat("X", le(1, 4)) + "b" +
+         cat("G", bytes({0x3f, 0xf0, 0, 0, 0, 0, 0, 0})) + cat("X", le(1, 4)) + "cu");
+  const PickleValue v = read_pickle(text);
+  EXPECT_EQ(v, (PickleValue{PickleDict{{{num(1), str("c")}}}}));
+  // str and bytes keys differ; tuple keys compare by value.
+  const PickleValue w = read_pickle(p2(cat("}(X", le(1, 4)) + "kK\x01" + cat("C", le(1, 1)) +
+                                       "kK\x02" + "K\x01\x85K\x03K\x01\x85K\x04u"));
+  const auto* dict = w.get_if<PickleDict>();
+  ASSERT_NE(dict, nullptr);
+  ASSERT_EQ(dict->size(), 3U);
+  EXPECT_EQ(dict->items()[2].second, num(4));
+  EXPECT_NE(testing::pickle_error(p2("}]K\x01s")).find("unhashable dict key of type list"),
+            std::string::npos);
+}
+
+TEST(PickleValues, TrailingBytesAfterStopAreIgnored) {
+  EXPECT_EQ(read_pickle(p2("K\x05") + "garbage"), num(5));
+}
+
+TEST(PickleValues, ReadsFilesAndNamesTheMissingOnes) {
+  const auto path = std::filesystem::temp_directory_path() / "memscope_pickle_values_test.pickle";
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(samples::kPlainP4.data(), static_cast<std::streamsize>(samples::kPlainP4.size()));
+  }
+  EXPECT_EQ(read_pickle_file(path), plain_expected());
+  std::filesystem::remove(path);
+  try {
+    (void)read_pickle_file(path);
+    FAIL() << "read a missing file";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find(path.string()), std::string::npos) << e.what();
+  }
+}
+
+TEST(PickleValues, HelpersNameTypesAndFindKeys) {
+  const PickleValue v = plain_expected();
+  EXPECT_EQ(v.kind(), PickleKind::dict);
+  EXPECT_EQ(v.type_name(), "dict");
+  EXPECT_EQ(v.find("tuple")->type_name(), "tuple");
+  EXPECT_EQ(v.find("none")->type_name(), "NoneType");
+  EXPECT_EQ(v.find("absent"), nullptr);
+  EXPECT_EQ(v.find("list")->find("x"), nullptr);  // not a dict
+}
+
+}  // namespace
+}  // namespace memscope

@@ -144,11 +144,9 @@ struct RunCost {
   double cpu = 0;
 };
 
-RunCost run_loop(Watcher watcher) {
-  std::optional<MemoryTracker> tracker;
-  std::optional<BusyPoller> poller;
-  const double wall0 = wall_seconds();
-  const double cpu0 = process_cpu_seconds();
+// Starts `watcher`: a tracker running a "train" stage, or the busy-polling thread.
+void start_watcher(Watcher watcher, std::optional<MemoryTracker>& tracker,
+                   std::optional<BusyPoller>& poller) {
   if (watcher == kKernelOneStage || watcher == kKernelStagePerStep) {
     tracker.emplace(TrackerOptions{.sources = {memscope::make_host_source()}});
   } else if (watcher == kSamplingOneStage) {
@@ -158,6 +156,14 @@ RunCost run_loop(Watcher watcher) {
     poller.emplace();
   }
   if (tracker) tracker->start("train");
+}
+
+RunCost run_loop(Watcher watcher) {
+  std::optional<MemoryTracker> tracker;
+  std::optional<BusyPoller> poller;
+  const double wall0 = wall_seconds();
+  const double cpu0 = process_cpu_seconds();
+  start_watcher(watcher, tracker, poller);
   for (int i = 0; i < kSteps; ++i) {
     if (watcher == kKernelStagePerStep) tracker->start("step");
     training_step();
@@ -226,15 +232,7 @@ void BM_WatcherIdleCpu(benchmark::State& state) {
   for (auto _ : state) {
     std::optional<MemoryTracker> tracker;
     std::optional<BusyPoller> poller;
-    if (watcher == kKernelOneStage) {
-      tracker.emplace(TrackerOptions{.sources = {memscope::make_host_source()}});
-    } else if (watcher == kSamplingOneStage) {
-      tracker.emplace(TrackerOptions{
-          .sources = {memscope::make_host_source(HostProbeOptions{.force_sampling = true})}});
-    } else if (watcher == kBusyPoll) {
-      poller.emplace();
-    }
-    if (tracker) tracker->start("train");
+    start_watcher(watcher, tracker, poller);
     const double cpu0 = process_cpu_seconds();
     const double wall0 = wall_seconds();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));

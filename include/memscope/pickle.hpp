@@ -99,6 +99,9 @@ class PickleDict {
 
 enum class PickleKind { none, boolean, integer, real, string, bytes, tuple, list, dict };
 
+// Python's name for the kind: "NoneType", "bool", "int", "float", "str", "bytes", ...
+[[nodiscard]] const char* python_type_name(PickleKind kind) noexcept;
+
 class PickleValue {
  public:
   // The alternatives in PickleKind order; str is std::string (UTF-8).

@@ -12,30 +12,6 @@ namespace {
 // What one hash-map entry costs beyond its key, roughly: node, bucket and allocator overhead.
 constexpr std::size_t kMapEntryBytes = 64;
 
-const char* kind_name(PickleKind kind) noexcept {
-  switch (kind) {
-    case PickleKind::none:
-      return "NoneType";
-    case PickleKind::boolean:
-      return "bool";
-    case PickleKind::integer:
-      return "int";
-    case PickleKind::real:
-      return "float";
-    case PickleKind::string:
-      return "str";
-    case PickleKind::bytes:
-      return "bytes";
-    case PickleKind::tuple:
-      return "tuple";
-    case PickleKind::list:
-      return "list";
-    case PickleKind::dict:
-      return "dict";
-  }
-  return "?";
-}
-
 void append_u64(std::string& out, std::uint64_t v) {
   for (int i = 0; i < 8; ++i, v >>= 8) out.push_back(static_cast<char>(v & 0xFF));
 }
@@ -126,7 +102,7 @@ Ref PickleMachine::make_dict() {
 
 void PickleMachine::append(const Ref& list, const Ref& item) {
   if (list.kind != PickleKind::list) {
-    throw PickleProblem(std::string("cannot append to a ") + kind_name(list.kind));
+    throw PickleProblem(std::string("cannot append to a ") + python_type_name(list.kind));
   }
   charge(sizeof(Ref));
   sequences_[list.index].items.push_back(item);
@@ -134,7 +110,7 @@ void PickleMachine::append(const Ref& list, const Ref& item) {
 
 void PickleMachine::set_item(const Ref& dict, const Ref& key, const Ref& value) {
   if (dict.kind != PickleKind::dict) {
-    throw PickleProblem(std::string("cannot set an item of a ") + kind_name(dict.kind));
+    throw PickleProblem(std::string("cannot set an item of a ") + python_type_name(dict.kind));
   }
   std::string code;
   key_code(key, 0, code);
@@ -190,7 +166,7 @@ void PickleMachine::key_code(const Ref& key, std::size_t depth, std::string& out
     }
     case PickleKind::list:
     case PickleKind::dict:
-      throw PickleProblem(std::string("unhashable dict key of type ") + kind_name(key.kind));
+      throw PickleProblem(std::string("unhashable dict key of type ") + python_type_name(key.kind));
   }
 }
 
@@ -245,7 +221,7 @@ PickleValue PickleMachine::build(const Ref& ref, std::size_t depth, Shape& shape
   // The vectors are sized once in build(root): this reference stays valid while recursing.
   Built& node = is_dict ? built_dicts_[ref.index] : built_sequences_[ref.index];
   if (node.stage == Stage::building) {
-    throw PickleProblem(std::string("the value is recursive (a ") + kind_name(ref.kind) +
+    throw PickleProblem(std::string("the value is recursive (a ") + python_type_name(ref.kind) +
                         " contains itself); only acyclic plain data is read");
   }
   if (node.stage == Stage::built) {  // shared: reuse it, but it still counts for the nesting

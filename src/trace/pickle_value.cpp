@@ -26,8 +26,8 @@ const PickleValue* PickleDict::find(std::string_view key) const noexcept {
   return nullptr;
 }
 
-std::string_view PickleValue::type_name() const noexcept {
-  switch (kind()) {
+const char* python_type_name(PickleKind kind) noexcept {
+  switch (kind) {
     case PickleKind::none:
       return "NoneType";
     case PickleKind::boolean:
@@ -48,6 +48,10 @@ std::string_view PickleValue::type_name() const noexcept {
       return "dict";
   }
   return "?";
+}
+
+std::string_view PickleValue::type_name() const noexcept {
+  return python_type_name(kind());
 }
 
 const PickleValue* PickleValue::find(std::string_view key) const noexcept {

@@ -236,6 +236,31 @@ TEST_F(Semantics, OversizeBlocksAreNotSplitAndCounted) {
   limited.deallocate(medium);
 }
 
+TEST_F(Semantics, GarbageCollectionReleasesTheOldestCachedSegmentsFirst) {
+  // Limit 800 MiB and threshold 0.5: collection starts once reserved passes 400 MiB.
+  CachingAllocator gc(
+      device, AllocatorConfig::parse("garbage_collection_threshold:0.5,memory_limit:800MiB"));
+  void* old_block = gc.allocate(200 * MiB);
+  gc.deallocate(old_block);  // cached early
+  std::vector<void*> small;
+  for (int i = 0; i < 10; ++i) small.push_back(gc.allocate(4 * KiB));  // time passes
+  void* recent = gc.allocate(250 * MiB);
+  gc.deallocate(recent);  // cached late
+  EXPECT_EQ(gc.stats().num_device_free, 0);
+  // A miss with 452 MiB reserved: the old segment goes, the recent one stays.
+  void* big = gc.allocate(300 * MiB);
+  const MemoryStats s = gc.stats();
+  EXPECT_EQ(s.num_device_free, 1);
+  EXPECT_EQ(s.reserved_bytes[kLarge].current, static_cast<std::int64_t>(550 * MiB));
+  void* again = gc.allocate(250 * MiB);  // the recent segment is still cached: a hit
+  EXPECT_EQ(again, recent);
+  EXPECT_EQ(gc.stats().num_device_alloc, s.num_device_alloc);
+  EXPECT_TRUE(testing::allocator_consistent(gc));
+  for (void* p : small) gc.deallocate(p);
+  gc.deallocate(big);
+  gc.deallocate(again);
+}
+
 TEST_F(Semantics, MemoryStatsUsesTorchKeyNames) {
   const auto flat = allocator.memory_stats();
   for (const char* key :

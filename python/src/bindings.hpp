@@ -4,9 +4,17 @@
 
 #include <nanobind/nanobind.h>
 
+#include <chrono>
+#include <cstdint>
+
 namespace memscope::python {
 
 namespace nb = nanobind;
+
+// A sampling interval given in seconds from Python, as the probes take it.
+inline std::chrono::microseconds interval_from_seconds(double seconds) {
+  return std::chrono::microseconds(static_cast<std::int64_t>(seconds * 1e6));
+}
 
 void bind_errors(nb::module_& m);
 void bind_units(nb::module_& m);

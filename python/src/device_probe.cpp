@@ -82,8 +82,7 @@ void bind_device_probe(nb::module_& m) {
         NvmlSourceOptions options;
         options.cuda_device = cuda_device;
         options.device_wide = device_wide;
-        options.sampling_interval =
-            std::chrono::microseconds(static_cast<std::int64_t>(sampling_interval * 1e6));
+        options.sampling_interval = interval_from_seconds(sampling_interval);
         return PySourceHandle{make_nvml_source(options)};
       },
       nb::arg("cuda_device") = 0, nb::arg("device_wide") = false,

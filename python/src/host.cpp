@@ -58,8 +58,7 @@ void bind_host(nb::module_& m) {
             HostProbeOptions options;
             options.pid = pid;
             options.force_sampling = force_sampling;
-            options.sampling_interval =
-                std::chrono::microseconds(static_cast<std::int64_t>(sampling_interval * 1e6));
+            options.sampling_interval = interval_from_seconds(sampling_interval);
             new (self) HostProbe(options);
           },
           nb::arg("pid") = 0, nb::arg("force_sampling") = false,

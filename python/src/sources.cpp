@@ -11,6 +11,7 @@
 
 #include <algorithm>
 
+#include "bindings.hpp"
 #include "errors.hpp"
 #include "handles.hpp"
 #include "memscope/caching_allocator.hpp"
@@ -168,8 +169,7 @@ void bind_sources(nb::module_& m) {
         HostProbeOptions options;
         options.pid = pid;
         options.force_sampling = force_sampling;
-        options.sampling_interval =
-            std::chrono::microseconds(static_cast<std::int64_t>(sampling_interval * 1e6));
+        options.sampling_interval = interval_from_seconds(sampling_interval);
         return PySourceHandle{make_host_source(options)};
       },
       nb::arg("pid") = 0, nb::arg("force_sampling") = false, nb::arg("sampling_interval") = 0.001);

@@ -100,15 +100,15 @@ void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryErro
     if (block == nullptr) {
       if (config_.garbage_collection_threshold > 0.0) garbage_collect();
       const std::size_t bytes = detail::segment_size(rounded);
-      block = reserve_segment(bytes, stream, small);
+      block = reserve_segment(bytes, pools, small);
       if (block == nullptr && release_oversize_cached(pools, rounded)) {
-        block = reserve_segment(bytes, stream, small);
+        block = reserve_segment(bytes, pools, small);
       }
       if (block == nullptr) {
         // Last resort: wait for every stream, hand every cached segment back, and retry.
         release_all_cached();
         ++stats_.num_alloc_retries;
-        block = reserve_segment(bytes, stream, small);
+        block = reserve_segment(bytes, pools, small);
       }
     }
   }
@@ -136,19 +136,18 @@ Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) const noe
   return block;
 }
 
-Block* AllocatorCore::reserve_segment(std::size_t size, StreamId stream, bool small) {
+Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool small) {
   if (size > memory_limit_ ||
       static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) > memory_limit_ - size) {
     return nullptr;
   }
-  StreamPools& pools = pools_for(stream);
   void* base = backend_.reserve(size);
   if (base == nullptr) return nullptr;
   Segment* segment = segment_recycler_.acquire();  // cannot fail: allocate() prepared them
   Block* block = block_recycler_.acquire();
   segment->base = reinterpret_cast<std::uintptr_t>(base);
   segment->size = size;
-  segment->stream = stream;
+  segment->stream = pools.stream;
   segment->small_pool = small;
   segment->first = block;
   segment->bins = small ? &pools.small : &pools.large;

@@ -69,7 +69,7 @@ class AllocatorCore {
   [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
   [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
                                            std::size_t rounded) const noexcept;
-  [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamId stream, bool small);
+  [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamPools& pools, bool small);
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
   void release_segment(detail::Block* block) noexcept;

@@ -1,6 +1,6 @@
 // memscope_replay_bench: fragmentation and speed of memscope's allocator on a real PyTorch trace.
 //
-// Replays the shared snapshot (shared/traces/README.md) through memscope with several settings,
+// Replays the repository's real snapshot (tests/data/README.md) through memscope with several settings,
 // and through a model of PyTorch's own default placement (bench/torch_rules.hpp) with both tie
 // rules, so the one rule where memscope differs (equal sizes: most recently cached first, not
 // lowest address) is measured in the same run. Prints a Markdown table.

@@ -163,7 +163,7 @@ struct PickleLimits {
   std::size_t max_depth = 200;
   // Most bytes the reader may build (its stack, memo and the result together); 0 means
   // 64 MiB + 128 bytes per input byte. Shared objects are not copied, so real pickles stay far
-  // below it (the 495 KB PyTorch snapshot in shared/traces needs about 36 bytes per input byte).
+  // below it (the 495 KB PyTorch snapshot in tests/data needs about 36 bytes per input byte).
   std::size_t max_bytes = 0;
   // Most items (scalars and containers, shared ones counted at each appearance) in the value
   // walked as a tree; 0 means 16 Mi + 1024 per input byte (the snapshot above: 0.4 per byte).

@@ -1,4 +1,4 @@
-// The replay sequence of shared/traces/README.md: rebuild what was live when recording began,
+// The replay sequence of tests/data/README.md: rebuild what was live when recording began,
 // then replay allocs and completed frees in order.
 #include <algorithm>
 #include <cstdio>

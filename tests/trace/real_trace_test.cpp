@@ -1,12 +1,13 @@
-// The real PyTorch snapshot in shared/traces: every reference number of its README, PyTorch's
+// The real PyTorch snapshot in tests/data: every reference number of its README, PyTorch's
 // own placement rules reproducing the README's replay, and memscope's replay ending exactly as
-// the snapshot. Skipped, with the reason, when the file is not there.
+// the snapshot. The file is part of the repository: a missing file is a failure, never a skip.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "allocator_invariants.hpp"
 #include "memscope/simulated_backend.hpp"
@@ -24,17 +25,22 @@ std::filesystem::path snapshot_path() {
 class RealTrace : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::filesystem::exists(snapshot_path())) return;
-    snapshot_ = read_torch_snapshot_file(snapshot_path());
-    plan_ = build_replay_plan(*snapshot_);
+    try {
+      snapshot_ = read_torch_snapshot_file(snapshot_path());
+      plan_ = build_replay_plan(*snapshot_);
+    } catch (const std::exception& e) {
+      snapshot_.reset();
+      error_ = e.what();
+    }
   }
   void SetUp() override {
-    if (!snapshot_) GTEST_SKIP() << "the shared trace is not here: " << snapshot_path().string();
+    ASSERT_TRUE(plan_) << "the repository's real trace could not be read: " << error_;
   }
   static const ReplayPlan& plan() { return *plan_; }
 
   static inline std::optional<TorchSnapshot> snapshot_;
   static inline std::optional<ReplayPlan> plan_;
+  static inline std::string error_;
 };
 
 TEST_F(RealTrace, ReproducesEveryReferenceNumber) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "memscope/cascade_peak.hpp"
 #include "memscope/errors.hpp"
 #include "probes/host_peak_domain.hpp"
 #include "probes/proc_files.hpp"
@@ -14,86 +15,37 @@
 namespace memscope::detail {
 namespace {
 
-class KernelHwmDomain final : public HostPeakDomain {
+// The kernel's RSS counter of one process, whose single resettable peak is VmHWM.
+class KernelHwmCounter {
  public:
-  KernelHwmDomain(int pid, bool self, Fd clear_refs, Fd statm, Fd status)
+  KernelHwmCounter(int pid, bool self, Fd clear_refs, Fd statm, Fd status)
       : pid_(pid),
         self_(self),
         clear_refs_(std::move(clear_refs)),
         statm_(std::move(statm)),
         status_(std::move(status)) {}
 
-  std::int64_t open(Windows::Window& w) override {
-    std::lock_guard lock(mutex_);
-    std::int64_t rss = read_rss();
-    fold_hwm_into_innermost(rss);
-    reset_hwm();
-    windows_.open(w, {rss});
-    return rss;
-  }
-
-  Reading read(const Windows::Window& w) override {
-    std::lock_guard lock(mutex_);
-    std::int64_t rss = read_rss();
-    windows_.observe(0, rss);
-    std::int64_t peak = windows_.peak(w)[0];
-    if (!max_with_hwm(peak)) throw_process_gone(pid_, "status");
-    return {rss, peak};
-  }
-
-  Reading close(Windows::Window& w) noexcept override {
-    std::lock_guard lock(mutex_);
-    std::int64_t rss = 0;
-    bool alive = read_statm(statm_.get(), rss);
-    if (alive) {
-      last_rss_ = rss;
-      windows_.observe(0, rss);
-    }
-    std::int64_t peak = windows_.peak(w)[0];
-    if (alive) alive = max_with_hwm(peak);
-    // VmHWM is not folded anywhere: it stays in the kernel and still covers only time inside
-    // every window that remains open.
-    std::int64_t record = windows_.close(w)[0];
-    if (!alive) rss = last_rss_;  // the process is gone: keep what was seen until then
-    return {rss, std::max(peak, record)};
-  }
-
-  void reset_peak() override {
-    std::lock_guard lock(mutex_);
-    fold_hwm_into_innermost(read_rss());
-    reset_hwm();
-  }
-
- private:
-  std::int64_t read_rss() {
+  std::int64_t current() {
     std::int64_t rss = 0;
     if (!read_statm(statm_.get(), rss)) throw_process_gone(pid_, "statm");
-    last_rss_ = rss;
     return rss;
   }
 
-  // known = max(known, VmHWM now). getrusage's maxrss bounds VmHWM from above at a tenth of the
-  // cost of reading status, so status is read only when the bound cannot decide. (Both use the
-  // kernel's per-CPU RSS counters, which may lag the exact sum by a few hundred KiB.)
-  bool max_with_hwm(std::int64_t& known) noexcept {
-    if (self_ && self_maxrss_bound() <= known) return true;
+  std::int64_t peak() {
     HostMemory m;
-    if (!read_status(status_.get(), m)) return false;
-    known = std::max(known, m.hwm);
-    return true;
+    if (!read_status(status_.get(), m)) throw_process_gone(pid_, "status");
+    return m.hwm;
   }
 
-  // Before VmHWM is reset its value must live on in a window, or the windows open now would
-  // lose the peak it holds.
-  void fold_hwm_into_innermost(std::int64_t rss) {
-    Windows::Window* top = windows_.innermost();
-    if (top == nullptr) return;
-    std::int64_t known = std::max(top->record[0], rss);
-    if (!max_with_hwm(known)) throw_process_gone(pid_, "status");
-    windows_.observe(0, known);
+  // getrusage's maxrss bounds VmHWM from above at a tenth of the cost of reading status, so
+  // status is read only when the bound cannot decide. (Both use the kernel's per-CPU RSS
+  // counters, which may lag the exact sum by a few hundred KiB.)
+  std::int64_t peak_at_least(std::int64_t known) {
+    if (self_ && self_maxrss_bound() <= known) return known;
+    return std::max(known, peak());
   }
 
-  void reset_hwm() {
+  void reset_peak() {
     if (pwrite(clear_refs_.get(), "5", 1, 0) != 1) {
       const std::string error = errno_text(errno);
       throw BackendError("memscope: writing 5 to /proc/" + std::to_string(pid_) +
@@ -103,14 +55,45 @@ class KernelHwmDomain final : public HostPeakDomain {
     }
   }
 
-  std::mutex mutex_;
-  Windows windows_;
-  const int pid_;
-  const bool self_;
+ private:
+  int pid_;
+  bool self_;
   Fd clear_refs_;
   Fd statm_;
   Fd status_;
-  std::int64_t last_rss_ = 0;
+};
+
+// The cascade rule over VmHWM (CascadePeak), behind one lock per process.
+class KernelHwmDomain final : public HostPeakDomain {
+ public:
+  explicit KernelHwmDomain(KernelHwmCounter counter) : cascade_(std::move(counter)) {}
+
+  std::int64_t open(Windows::Window& w) override {
+    std::lock_guard lock(mutex_);
+    return cascade_.open(w);
+  }
+
+  Reading read(const Windows::Window& w) override {
+    std::lock_guard lock(mutex_);
+    const auto r = cascade_.read(w);
+    return {r.current, r.peak};
+  }
+
+  // When the process is gone, the last RSS read and the peak seen until then.
+  Reading close(Windows::Window& w) noexcept override {
+    std::lock_guard lock(mutex_);
+    const auto r = cascade_.close(w);
+    return {r.current, r.peak};
+  }
+
+  void reset_peak() override {
+    std::lock_guard lock(mutex_);
+    cascade_.reset_peak();
+  }
+
+ private:
+  std::mutex mutex_;
+  CascadePeak<KernelHwmCounter> cascade_;
 };
 
 }  // namespace
@@ -143,8 +126,8 @@ std::shared_ptr<HostPeakDomain> kernel_hwm_domain(int pid, std::string& why_not)
     why_not = "cannot read /proc/" + std::to_string(real_pid) + " (" + error + ")";
     return nullptr;
   }
-  auto domain = std::make_shared<KernelHwmDomain>(
-      real_pid, real_pid == getpid(), std::move(clear_refs), std::move(statm), std::move(status));
+  auto domain = std::make_shared<KernelHwmDomain>(KernelHwmCounter(
+      real_pid, real_pid == getpid(), std::move(clear_refs), std::move(statm), std::move(status)));
   registry[real_pid] = domain;
   return domain;
 }

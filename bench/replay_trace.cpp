@@ -1,9 +1,9 @@
 // memscope_replay_bench: fragmentation and speed of memscope's allocator on a real PyTorch trace.
 //
-// Replays the repository's real snapshot (tests/data/README.md) through memscope with several settings,
-// and through a model of PyTorch's own default placement (bench/torch_rules.hpp) with both tie
-// rules, so the one rule where memscope differs (equal sizes: most recently cached first, not
-// lowest address) is measured in the same run. Prints a Markdown table.
+// Replays the repository's real snapshot (tests/data/README.md) through memscope with several
+// settings, and through a model of PyTorch's own default placement (bench/torch_rules.hpp) with
+// both tie rules, so the one rule where memscope differs (equal sizes: most recently cached first,
+// not lowest address) is measured in the same run. Prints a Markdown table.
 //
 //   memscope_replay_bench [snapshot.pickle] [--repeat N]
 //
@@ -155,8 +155,7 @@ void print_table(const std::vector<Row>& rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path =
-      std::string(MEMSCOPE_TRACES_DIR) + "/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle";
+  std::string path = MEMSCOPE_REAL_TRACE;
   int repeat = 51;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];

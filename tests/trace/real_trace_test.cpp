@@ -18,8 +18,7 @@ namespace memscope {
 namespace {
 
 std::filesystem::path snapshot_path() {
-  return std::filesystem::path(MEMSCOPE_TRACES_DIR) /
-         "torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle";
+  return MEMSCOPE_REAL_TRACE;
 }
 
 class RealTrace : public ::testing::Test {

@@ -1,56 +1,133 @@
 #include "backends/system_memory.hpp"
 
 #include <algorithm>
-#include <cstdio>
-#include <cstring>
+#include <charconv>
+#include <fstream>
+#include <iterator>
+#include <optional>
+
+#include "common/proc_status.hpp"
 
 namespace memscope::detail {
 namespace {
 
-// Reads a small file into buf; returns false if it cannot be read.
-bool read_file(const char* path, char* buf, std::size_t size) noexcept {
-  std::FILE* f = std::fopen(path, "re");
-  if (f == nullptr) return false;
-  const std::size_t n = std::fread(buf, 1, size - 1, f);
-  std::fclose(f);
-  buf[n] = '\0';
-  return n > 0;
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// "memory.max" holds a number or "max".
-bool read_cgroup_value(const char* path, std::size_t& value) noexcept {
-  char buf[64];
-  if (!read_file(path, buf, sizeof buf)) return false;
-  unsigned long long v = 0;
-  if (std::sscanf(buf, "%llu", &v) != 1) return false;
-  value = static_cast<std::size_t>(v);
-  return true;
+// A limit or usage file: a number, or "max" (v2) for no limit.
+std::optional<std::size_t> read_number(const std::string& path) {
+  const std::string text = read_text(path);
+  std::size_t value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end == text.data()) return std::nullopt;
+  return value;
 }
 
-std::size_t meminfo_field(const char* text, const char* key) noexcept {
-  const char* p = std::strstr(text, key);
-  if (p == nullptr) return 0;
-  unsigned long long kib = 0;
-  if (std::sscanf(p + std::strlen(key), " %llu", &kib) != 1) return 0;
-  return static_cast<std::size_t>(kib) * 1024;
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  while (true) {
+    const std::size_t at = text.find(separator);
+    parts.push_back(text.substr(0, at));
+    if (at == std::string_view::npos) return parts;
+    text.remove_prefix(at + 1);
+  }
+}
+
+bool has_item(std::string_view comma_list, std::string_view item) {
+  const std::vector<std::string_view> items = split(comma_list, ',');
+  return std::find(items.begin(), items.end(), item) != items.end();
+}
+
+struct Mount {
+  std::string root;  // the cgroup path mounted there ("/" unless a container bind-mounts its own)
+  std::string point;
+};
+
+// The v2 mount and the v1 memory mount, from /proc/self/mountinfo: "id parent dev root point
+// options [optional fields] - fstype source super-options".
+void find_mounts(std::string_view mountinfo, std::optional<Mount>& v2, std::optional<Mount>& v1) {
+  for (const std::string_view line : split(mountinfo, '\n')) {
+    const std::size_t dash = line.find(" - ");
+    if (dash == std::string_view::npos) continue;
+    const std::vector<std::string_view> head = split(line.substr(0, dash), ' ');
+    const std::vector<std::string_view> tail = split(line.substr(dash + 3), ' ');
+    if (head.size() < 5 || tail.size() < 3) continue;
+    const Mount mount{std::string(head[3]), std::string(head[4])};
+    if (tail[0] == "cgroup2" && !v2) v2 = mount;
+    if (tail[0] == "cgroup" && has_item(tail[2], "memory") && !v1) v1 = mount;
+  }
+}
+
+// The directory of cgroup `path` under `mount`, whose own root may be a prefix of the path.
+std::string directory(const Mount& mount, std::string_view path) {
+  if (mount.root != "/" && path.starts_with(mount.root)) path.remove_prefix(mount.root.size());
+  std::string dir = mount.point;
+  if (!path.empty() && path != "/") dir += path;
+  return dir;
 }
 
 }  // namespace
 
+std::vector<CgroupDir> memory_cgroup_dirs(std::string_view proc_self_cgroup,
+                                          std::string_view proc_self_mountinfo) {
+  std::optional<Mount> v2;
+  std::optional<Mount> v1;
+  find_mounts(proc_self_mountinfo, v2, v1);
+  std::vector<CgroupDir> dirs;
+  // "hierarchy-id:controllers:path"; v2 is "0::path".
+  for (const std::string_view line : split(proc_self_cgroup, '\n')) {
+    const std::size_t first = line.find(':');
+    const std::size_t second = line.find(':', first + 1);
+    if (first == std::string_view::npos || second == std::string_view::npos) continue;
+    const std::string_view controllers = line.substr(first + 1, second - first - 1);
+    const std::string_view path = line.substr(second + 1);
+    if (line.substr(0, first) == "0" && controllers.empty() && v2) {
+      dirs.push_back({directory(*v2, path), v2->point, true});
+    } else if (has_item(controllers, "memory") && v1) {
+      dirs.push_back({directory(*v1, path), v1->point, false});
+    }
+  }
+  return dirs;
+}
+
+CgroupLimit cgroup_limit(const CgroupDir& dir) {
+  CgroupLimit tightest;
+  const char* limit_file = dir.v2 ? "/memory.max" : "/memory.limit_in_bytes";
+  const char* usage_file = dir.v2 ? "/memory.current" : "/memory.usage_in_bytes";
+  std::string at = dir.path;
+  while (true) {
+    const std::optional<std::size_t> limit = read_number(at + limit_file);
+    if (limit && (tightest.limit == 0 || *limit < tightest.limit)) {
+      tightest.limit = *limit;
+      tightest.usage = read_number(at + usage_file).value_or(0);
+    }
+    if (at.size() <= dir.mount_point.size()) return tightest;
+    at.resize(at.rfind('/'));
+  }
+}
+
 SystemMemory read_system_memory() noexcept {
   SystemMemory m;
-  char buf[4096];
-  if (read_file("/proc/meminfo", buf, sizeof buf)) {
-    m.total = meminfo_field(buf, "MemTotal:");
-    m.available = meminfo_field(buf, "MemAvailable:");
-  }
-  std::size_t limit = 0;
-  std::size_t used = 0;
-  if (read_cgroup_value("/sys/fs/cgroup/memory.max", limit) && limit < m.total) {
-    m.total = limit;
-    if (read_cgroup_value("/sys/fs/cgroup/memory.current", used)) {
-      m.available = std::min(m.available, limit > used ? limit - used : 0);
+  try {
+    for_each_status_field(
+        read_text("/proc/meminfo"), [&](std::string_view key, std::string_view value) {
+          if (key == "MemTotal")
+            m.total = static_cast<std::size_t>(status_kib_as_bytes(value).value_or(0));
+          if (key == "MemAvailable") {
+            m.available = static_cast<std::size_t>(status_kib_as_bytes(value).value_or(0));
+          }
+          return false;
+        });
+    for (const CgroupDir& dir :
+         memory_cgroup_dirs(read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"))) {
+      const CgroupLimit c = cgroup_limit(dir);
+      if (c.limit == 0 || c.limit >= m.total) continue;  // v1 writes "no limit" as ~2^63
+      m.total = c.limit;
+      m.available = std::min(m.available, c.limit > c.usage ? c.limit - c.usage : 0);
     }
+  } catch (...) {  // out of memory while reading: report what was read
   }
   return m;
 }

@@ -1,17 +1,43 @@
 // What the kernel says about the machine's memory: the host backend's capacity and free bytes.
-// Takes the cgroup (v2) limit into account, since a container's real ceiling is its cgroup's.
+//
+// A container's real ceiling is its cgroup's, not MemTotal: the limit is the smallest one on the
+// path from this process's own cgroup up to the root of the hierarchy, in cgroup v2
+// (memory.max) and in cgroup v1 (memory.limit_in_bytes), whichever are mounted. Exceeding it
+// wakes the kernel's OOM killer, so the allocator must see it as the device's capacity.
+// Thread safety: pure functions over files; call from any thread.
 #pragma once
 
 #include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
 
 namespace memscope::detail {
 
 struct SystemMemory {
-  std::size_t total = 0;      // MemTotal, or the cgroup's memory.max when lower
-  std::size_t available = 0;  // MemAvailable, or what is left under the cgroup's limit
+  std::size_t total = 0;      // MemTotal, or the cgroup limit when lower
+  std::size_t available = 0;  // MemAvailable, or what is left under the cgroup limit when lower
 };
 
-// Reads /proc/meminfo and /sys/fs/cgroup; returns zeros for fields it cannot read.
+// Reads /proc/meminfo and the process's cgroups; returns zeros for fields it cannot read.
 [[nodiscard]] SystemMemory read_system_memory() noexcept;
+
+// The memory cgroup directories of this process, innermost first, one per mounted hierarchy
+// that has the memory controller (v2, v1): e.g. /sys/fs/cgroup/memory/process_api/abc.
+// Found from /proc/self/cgroup and the mount points in /proc/self/mountinfo; empty when none.
+struct CgroupDir {
+  std::string path;         // the process's cgroup in this hierarchy
+  std::string mount_point;  // where the hierarchy is mounted: the walk up stops there
+  bool v2 = false;  // memory.max / memory.current, else memory.limit_in_bytes / usage_in_bytes
+};
+[[nodiscard]] std::vector<CgroupDir> memory_cgroup_dirs(std::string_view proc_self_cgroup,
+                                                        std::string_view proc_self_mountinfo);
+
+struct CgroupLimit {
+  std::size_t limit = 0;  // the smallest limit on the way to the root; 0 when none is set
+  std::size_t usage = 0;  // the usage of the cgroup that sets that limit
+};
+// Walks from dir.path up to (and including) dir.mount_point and returns the tightest limit.
+[[nodiscard]] CgroupLimit cgroup_limit(const CgroupDir& dir);
 
 }  // namespace memscope::detail

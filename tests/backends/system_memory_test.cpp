@@ -1,0 +1,116 @@
+// The host backend's capacity honours the cgroup the process is in (v2 and v1, nested paths),
+// so a container's limit gives an OutOfMemoryError rather than the kernel's OOM killer.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "backends/system_memory.hpp"
+#include "memscope/backend.hpp"
+#include "memscope/caching_allocator.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/units.hpp"
+
+namespace memscope::detail {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A hybrid machine (this one's layout): v1 memory controller plus a v2 mount with no memory.
+TEST(CgroupDirs, FindsTheV1MemoryHierarchyAndTheV2One) {
+  const std::string cgroup = "9:name=systemd:/\n4:memory:/process_api/3ec6\n3:cpuset:/\n0::/\n";
+  const std::string mountinfo =
+      "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+      "34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset\n"
+      "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+      "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n";
+  const std::vector<CgroupDir> dirs = memory_cgroup_dirs(cgroup, mountinfo);
+  ASSERT_EQ(dirs.size(), 2U);
+  EXPECT_EQ(dirs[0].path, "/sys/fs/cgroup/memory/process_api/3ec6");
+  EXPECT_EQ(dirs[0].mount_point, "/sys/fs/cgroup/memory");
+  EXPECT_FALSE(dirs[0].v2);
+  EXPECT_EQ(dirs[1].path, "/sys/fs/cgroup/unified");
+  EXPECT_TRUE(dirs[1].v2);
+}
+
+// A container that bind-mounts its own cgroup as the root of the v2 hierarchy.
+TEST(CgroupDirs, StripsTheMountRootOfABindMountedContainerCgroup) {
+  const std::string cgroup = "0::/kubepods/pod1/abc/worker\n";
+  const std::string mountinfo =
+      "1 0 0:5 /kubepods/pod1/abc /sys/fs/cgroup rw,nosuid shared:4 - cgroup2 cgroup2 rw\n";
+  const std::vector<CgroupDir> dirs = memory_cgroup_dirs(cgroup, mountinfo);
+  ASSERT_EQ(dirs.size(), 1U);
+  EXPECT_EQ(dirs[0].path, "/sys/fs/cgroup/worker");
+  EXPECT_EQ(dirs[0].mount_point, "/sys/fs/cgroup");
+  EXPECT_TRUE(dirs[0].v2);
+}
+
+TEST(CgroupDirs, IgnoresMalformedLines) {
+  EXPECT_TRUE(memory_cgroup_dirs("garbage\n::\n4:memory\n", "no dash here\n - x\n").empty());
+}
+
+// The real thing: a child cgroup with a 256 MiB limit below this process's own cgroup, a child
+// process moved into it, and the host backend's capacity and OOM behaviour seen from there.
+TEST(CgroupLimit, HostBackendCapacityIsTheOwnCgroupsLimit) {
+  const std::vector<CgroupDir> dirs =
+      memory_cgroup_dirs(read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"));
+  constexpr std::size_t kLimit = 256 * MiB;
+  std::string made;
+  bool v2 = false;
+  for (const CgroupDir& dir : dirs) {
+    const std::string child = dir.path + "/memscope-test-" + std::to_string(::getpid());
+    std::error_code ec;
+    if (!std::filesystem::create_directory(child, ec)) continue;
+    std::ofstream(child + (dir.v2 ? "/memory.max" : "/memory.limit_in_bytes")) << kLimit;
+    if (read_text(child + (dir.v2 ? "/memory.max" : "/memory.limit_in_bytes")) !=
+        std::to_string(kLimit) + "\n") {
+      std::filesystem::remove(child, ec);
+      continue;
+    }
+    made = child;
+    v2 = dir.v2;
+    break;
+  }
+  if (made.empty()) {
+    GTEST_SKIP() << "no memory cgroup of this process accepts a child cgroup with a limit here "
+                    "(needs a writable cgroup v1 memory hierarchy, or v2 with the memory "
+                    "controller delegated)";
+  }
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::ofstream(made + "/cgroup.procs") << ::getpid() << std::flush;
+    const std::unique_ptr<Backend> host = make_backend("host");
+    if (host->capacity() != kLimit) ::_exit(2);
+    if (host->free_bytes() > kLimit) ::_exit(3);
+    CachingAllocator allocator(make_backend("host"));
+    try {
+      void* p = allocator.allocate(512 * MiB);
+      allocator.deallocate(p);
+      ::_exit(4);
+    } catch (const OutOfMemoryError&) {
+      ::_exit(0);
+    }
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  std::error_code ec;
+  std::filesystem::remove(made, ec);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child was killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "2: capacity is not the cgroup's limit, 3: free bytes above the limit, 4: allocating "
+         "twice the limit succeeded (cgroup "
+      << (v2 ? "v2 " : "v1 ") << made << ")";
+}
+
+}  // namespace
+}  // namespace memscope::detail

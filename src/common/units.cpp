@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "common/text.hpp"
 #include "memscope/errors.hpp"
 
 namespace memscope {
@@ -29,20 +30,6 @@ constexpr std::array<Unit, 10> kUnits{{{"b", 1.0},
                                        {"tb", 1e12},
                                        {"", 1.0}}};
 
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(a[i])) != b[i]) return false;
-  }
-  return true;
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
 [[noreturn]] void bad_size(std::string_view what, std::string_view text, std::string_view why) {
   throw ConfigError(fmt::format("{}: '{}' is not a size: {} (write e.g. 512, 64KiB, 1.5GiB, 2GB)",
                                 what, text, why),
@@ -52,7 +39,7 @@ std::string_view trim(std::string_view s) {
 }  // namespace
 
 std::size_t parse_size(std::string_view text, std::string_view what) {
-  const std::string_view s = trim(text);
+  const std::string_view s = detail::trim(text);
   std::size_t i = 0;
   std::uint64_t whole = 0;
   std::size_t digits = 0;
@@ -77,9 +64,9 @@ std::size_t parse_size(std::string_view text, std::string_view what) {
     }
   }
   if (digits == 0) bad_size(what, text, "it does not start with a number");
-  const std::string_view unit = trim(s.substr(i));
+  const std::string_view unit = detail::trim(s.substr(i));
   for (const Unit& u : kUnits) {
-    if (!iequals(unit, u.name)) continue;
+    if (!detail::iequals_lower(unit, u.name)) continue;
     if (fraction == 0.0) {
       const auto factor = static_cast<std::uint64_t>(u.factor);
       if (whole != 0 && factor > std::numeric_limits<std::uint64_t>::max() / whole) {

@@ -6,7 +6,10 @@
 
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
+#include <optional>
+#include <string_view>
+
+#include "common/proc_status.hpp"
 
 namespace memscope::detail {
 namespace {
@@ -30,28 +33,7 @@ std::size_t read_at_zero(int fd, char* buf, std::size_t size) noexcept {
   return n > 0 ? static_cast<std::size_t>(n) : 0;
 }
 
-bool starts_with(const char* p, const char* end, const char* prefix) noexcept {
-  std::size_t n = std::strlen(prefix);
-  return static_cast<std::size_t>(end - p) >= n && std::memcmp(p, prefix, n) == 0;
-}
-
-// Parses spaces then digits at p; advances p. False when no digit follows.
-bool parse_number(const char*& p, const char* end, std::int64_t& value) noexcept {
-  while (p < end && (*p == ' ' || *p == '\t')) ++p;
-  if (p == end || *p < '0' || *p > '9') return false;
-  std::int64_t v = 0;
-  while (p < end && *p >= '0' && *p <= '9') v = v * 10 + (*p++ - '0');
-  value = v;
-  return true;
-}
-
 }  // namespace
-
-std::string errno_text(int error) {
-  char buf[128];
-  // GNU strerror_r returns a pointer to the text (in buf or static), never fails.
-  return ::strerror_r(error, buf, sizeof buf);
-}
 
 Fd& Fd::operator=(Fd&& other) noexcept {
   if (this != &other) {
@@ -81,46 +63,36 @@ Fd open_proc(int pid, const char* name, int flags) noexcept {
 
 bool parse_status(const char* text, std::size_t length, HostMemory& out) noexcept {
   struct Field {
-    const char* key;
+    std::string_view key;
     std::int64_t* target;
     bool seen;
   };
-  Field fields[] = {{"VmHWM:", &out.hwm, false},
-                    {"VmRSS:", &out.rss, false},
-                    {"RssAnon:", &out.rss_anon, false},
-                    {"RssFile:", &out.rss_file, false},
-                    {"RssShmem:", &out.rss_shmem, false}};
-  const char* p = text;
-  const char* end = text + length;
-  while (p < end) {
-    const char* eol =
-        static_cast<const char*>(std::memchr(p, '\n', static_cast<std::size_t>(end - p)));
-    if (eol == nullptr) eol = end;
-    if (*p == 'V' || *p == 'R') {
-      for (Field& f : fields) {
-        if (f.seen || !starts_with(p, eol, f.key)) continue;
-        const char* q = p + std::strlen(f.key);
-        std::int64_t kb = 0;
-        if (parse_number(q, eol, kb)) {
-          *f.target = kb * 1024;  // the kernel prints "kB" meaning KiB
-          f.seen = true;
-        }
-        break;
+  Field fields[] = {{"VmHWM", &out.hwm, false},
+                    {"VmRSS", &out.rss, false},
+                    {"RssAnon", &out.rss_anon, false},
+                    {"RssFile", &out.rss_file, false},
+                    {"RssShmem", &out.rss_shmem, false}};
+  for_each_status_field({text, length}, [&fields](std::string_view key, std::string_view value) {
+    for (Field& f : fields) {
+      if (f.seen || key != f.key) continue;
+      if (const std::optional<std::int64_t> bytes = status_kib_as_bytes(value)) {
+        *f.target = *bytes;
+        f.seen = true;
       }
+      break;
     }
-    p = eol + 1;
-  }
+    return false;
+  });
   // RssAnon/RssFile/RssShmem arrived in Linux 4.5; only the totals are required.
   return fields[0].seen && fields[1].seen;
 }
 
 bool parse_statm(const char* text, std::size_t length, std::int64_t& rss) noexcept {
-  const char* p = text;
-  const char* end = text + length;
-  std::int64_t size_pages = 0;
-  std::int64_t resident_pages = 0;
-  if (!parse_number(p, end, size_pages) || !parse_number(p, end, resident_pages)) return false;
-  rss = resident_pages * page_size();
+  std::string_view rest(text, length);
+  const std::optional<std::int64_t> size_pages = take_number(rest);
+  const std::optional<std::int64_t> resident_pages = take_number(rest);
+  if (!size_pages || !resident_pages) return false;
+  rss = *resident_pages * page_size();
   return true;
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/errno_text.hpp"  // errno_text(), for the messages of every /proc reader
 #include "memscope/host_probe.hpp"
 
 namespace memscope::detail {
@@ -34,9 +35,6 @@ class Fd {
  private:
   int fd_ = -1;
 };
-
-// strerror(error), thread-safe (strerror itself may share a buffer between threads).
-[[nodiscard]] std::string errno_text(int error);
 
 // Opens /proc/<pid>/<name> (pid 0: /proc/self). Invalid Fd on failure, errno set.
 [[nodiscard]] Fd open_proc(int pid, const char* name, int flags) noexcept;

@@ -11,16 +11,15 @@
 #include <cstring>
 #include <string>
 
+#include "common/errno_text.hpp"
 #include "memscope/errors.hpp"
 
 namespace memscope::detail {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path, int error) {
-  char buf[128];
-  // GNU strerror_r: thread-safe, returns the text (in buf or static storage).
-  const char* text = ::strerror_r(error, buf, sizeof buf);
-  throw BackendError("memscope: cannot " + what + " " + path.string() + " (" + text + ")");
+  throw BackendError("memscope: cannot " + what + " " + path.string() + " (" + errno_text(error) +
+                     ")");
 }
 
 void fsync_folder(const std::filesystem::path& folder) {

@@ -1,10 +1,9 @@
 // A tracker source (memory_source.hpp) for GPU memory as the driver sees it: what nvidia-smi
 // lists for this process, or the device's used memory, polled through NVML.
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "common/proc_status.hpp"
 #include "memscope/device_probe.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/memory_source.hpp"
@@ -16,17 +15,7 @@ namespace {
 // True inside a child PID namespace (NSpid lists more than one id): NVML then reports host PIDs
 // that this process cannot know, so its own entry can never be found.
 bool in_child_pid_namespace() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!line.starts_with("NSpid:")) continue;
-    std::istringstream fields(line.substr(6));
-    int count = 0;
-    std::string pid;
-    while (fields >> pid) ++count;
-    return count > 1;
-  }
-  return false;
+  return detail::self_namespace_pids().size() > 1;
 }
 
 using Reading = MemorySource::Reading;

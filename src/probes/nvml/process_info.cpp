@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <string>
+
+#include "common/proc_status.hpp"
 
 namespace memscope::detail {
 namespace {
@@ -59,15 +59,8 @@ std::vector<GpuProcess> compute_processes(const NvmlLibrary& library, nvml::nvml
 
 std::vector<std::uint32_t> own_pids() {
   std::vector<std::uint32_t> pids{static_cast<std::uint32_t>(getpid())};
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (!line.starts_with("NSpid:")) continue;
-    std::istringstream fields(line.substr(6));
-    std::uint32_t pid = 0;
-    while (fields >> pid) {
-      if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
-    }
+  for (const std::uint32_t pid : self_namespace_pids()) {
+    if (std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
   }
   return pids;
 }

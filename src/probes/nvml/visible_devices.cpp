@@ -4,18 +4,10 @@
 #include <cctype>
 #include <charconv>
 
+#include "common/text.hpp"
+
 namespace memscope::detail {
 namespace {
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
 
 std::string lower(std::string_view text) {
   std::string out(text);

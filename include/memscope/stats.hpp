@@ -5,6 +5,10 @@
 // kept for the whole allocator (all) and per pool (small_pool: blocks <= 1 MiB, large_pool).
 // Invariants: current <= peak; current == allocated - freed when no reset intervened.
 // Plain value types: copy them freely; not synchronised on their own.
+//
+// The tables at the end (kStatFamilies, kSingleStats, kStatCounters) are the one list of what
+// MemoryStats holds: memory_stats() keys, memory_summary() rows, the resets and the tests all
+// iterate them, and a static_assert fails when a member is added to MemoryStats but not to them.
 #pragma once
 
 #include <array>
@@ -12,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 
 namespace memscope {
 
@@ -38,6 +43,19 @@ struct Stat {
 enum class StatPool : std::size_t { all = 0, small = 1, large = 2 };
 inline constexpr std::size_t kStatPools = 3;
 using StatArray = std::array<Stat, kStatPools>;
+// The pools' names in memory_stats() keys, indexed by StatPool.
+inline constexpr std::array<std::string_view, kStatPools> kStatPoolNames{"all", "small_pool",
+                                                                         "large_pool"};
+
+// The fields of a Stat, in the order keys and summary columns show them.
+struct StatField {
+  std::string_view name;  // "current": the last part of a memory_stats() key
+  std::int64_t Stat::*member;
+};
+inline constexpr std::array<StatField, 4> kStatFields{{{"current", &Stat::current},
+                                                       {"peak", &Stat::peak},
+                                                       {"allocated", &Stat::allocated},
+                                                       {"freed", &Stat::freed}}};
 
 struct MemoryStats {
   StatArray allocation;                // live allocations (count)
@@ -68,5 +86,60 @@ struct MemoryStats {
 
   friend bool operator==(const MemoryStats&, const MemoryStats&) = default;
 };
+
+// A family of per-pool statistics: keys "<name>.<pool>.<field>" ("allocated_bytes.all.peak").
+struct StatFamily {
+  std::string_view name;
+  StatArray MemoryStats::*member;
+  bool in_bytes;                   // a byte count (memory_summary() shows it as "1.50 GiB")
+  std::string_view summary_label;  // its rows in memory_summary()
+};
+// In the order of memory_summary()'s rows.
+inline constexpr std::array<StatFamily, 9> kStatFamilies{{
+    {"allocated_bytes", &MemoryStats::allocated_bytes, true, "Allocated memory"},
+    {"active_bytes", &MemoryStats::active_bytes, true, "Active memory"},
+    {"requested_bytes", &MemoryStats::requested_bytes, true, "Requested memory"},
+    {"reserved_bytes", &MemoryStats::reserved_bytes, true, "Reserved memory"},
+    {"inactive_split_bytes", &MemoryStats::inactive_split_bytes, true, "Non-releasable memory"},
+    {"allocation", &MemoryStats::allocation, false, "Allocations"},
+    {"active", &MemoryStats::active, false, "Active allocs"},
+    {"segment", &MemoryStats::segment, false, "Reserved segments"},
+    {"inactive_split", &MemoryStats::inactive_split, false, "Non-releasable allocs"},
+}};
+
+// A statistic kept once, not per pool: keys "<name>.<field>" ("oversize_segments.peak").
+struct SingleStat {
+  std::string_view name;
+  Stat MemoryStats::*member;
+  std::string_view summary_label;  // its row in memory_summary() (a count)
+};
+inline constexpr std::array<SingleStat, 2> kSingleStats{{
+    {"oversize_allocations", &MemoryStats::oversize_allocations, "Oversize allocations"},
+    {"oversize_segments", &MemoryStats::oversize_segments, "Oversize segments"},
+}};
+
+// An event counter (key "<name>"), zeroed by reset_accumulated().
+struct StatCounter {
+  std::string_view name;
+  std::int64_t MemoryStats::*member;
+  // memory_summary() shows the counters three to a line as "name: value"; the value is padded
+  // to this width (0 for the last of a line).
+  int summary_width;
+};
+inline constexpr std::array<StatCounter, 6> kStatCounters{{
+    {"num_alloc_retries", &MemoryStats::num_alloc_retries, 6},
+    {"num_ooms", &MemoryStats::num_ooms, 6},
+    {"num_sync_all_streams", &MemoryStats::num_sync_all_streams, 0},
+    {"num_device_alloc", &MemoryStats::num_device_alloc, 7},
+    {"num_device_free", &MemoryStats::num_device_free, 5},
+    {"num_invalid_frees", &MemoryStats::num_invalid_frees, 0},
+}};
+
+// A member added to MemoryStats must be added to a table above (max_split_size is a setting,
+// shown by flatten() on its own). Holds because every member is 8-byte aligned: no padding.
+static_assert(sizeof(MemoryStats) == kStatFamilies.size() * sizeof(StatArray) +
+                                         kSingleStats.size() * sizeof(Stat) +
+                                         (kStatCounters.size() + 1) * sizeof(std::int64_t),
+              "MemoryStats has a member that kStatFamilies, kSingleStats or kStatCounters lacks");
 
 }  // namespace memscope

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "allocator/size_rules.hpp"
 #include "memscope/units.hpp"
 
@@ -12,11 +14,7 @@ std::string bytes(std::size_t n) {
   return format_bytes(static_cast<std::int64_t>(n));
 }
 
-struct Row {
-  std::string_view label;
-  const StatArray* stat;
-  bool in_bytes;
-};
+constexpr std::size_t kCountersPerLine = 3;
 
 }  // namespace
 
@@ -28,45 +26,40 @@ std::string format_memory_summary(const MemoryStats& s, std::string_view backend
   const auto line = [&out](std::string_view text) {
     out += fmt::format("|{:<{}}|\n", text, kWidth - 2);
   };
+  const auto row = [&line](std::string_view label, const auto& current, const auto& peak,
+                           const auto& allocated, const auto& freed) {
+    line(fmt::format(" {:<28}{:>14}{:>14}{:>14}{:>14}", label, current, peak, allocated, freed));
+  };
   out += rule + "\n";
   line(fmt::format(" memscope memory summary, backend {}", backend));
-  line(fmt::format(" num_alloc_retries: {:<6} num_ooms: {:<6} num_sync_all_streams: {}",
-                   s.num_alloc_retries, s.num_ooms, s.num_sync_all_streams));
-  line(fmt::format(" num_device_alloc: {:<7} num_device_free: {:<5} num_invalid_frees: {}",
-                   s.num_device_alloc, s.num_device_free, s.num_invalid_frees));
+  for (std::size_t first = 0; first < kStatCounters.size(); first += kCountersPerLine) {
+    std::string text;
+    const std::size_t last = std::min(first + kCountersPerLine, kStatCounters.size());
+    for (std::size_t i = first; i < last; ++i) {
+      const StatCounter& counter = kStatCounters[i];
+      text += fmt::format(" {}: {:<{}}", counter.name, s.*counter.member, counter.summary_width);
+    }
+    line(text);
+  }
   out += thin + "\n";
-  line(fmt::format(" {:<28}{:>14}{:>14}{:>14}{:>14}", "Metric", "Current", "Peak", "Total alloc",
-                   "Total freed"));
-  const Row rows[] = {
-      {"Allocated memory", &s.allocated_bytes, true},
-      {"Active memory", &s.active_bytes, true},
-      {"Requested memory", &s.requested_bytes, true},
-      {"Reserved memory", &s.reserved_bytes, true},
-      {"Non-releasable memory", &s.inactive_split_bytes, true},
-      {"Allocations", &s.allocation, false},
-      {"Active allocs", &s.active, false},
-      {"Reserved segments", &s.segment, false},
-      {"Non-releasable allocs", &s.inactive_split, false},
-  };
-  const std::string_view pool_labels[] = {"", "  from small pool", "  from large pool"};
-  for (const Row& row : rows) {
+  row("Metric", "Current", "Peak", "Total alloc", "Total freed");
+  const std::string_view pool_labels[kStatPools] = {"", "  from small pool", "  from large pool"};
+  for (const StatFamily& family : kStatFamilies) {
     out += thin + "\n";
+    const auto cell = [&family](std::int64_t v) {
+      return family.in_bytes ? format_bytes(v) : fmt::format("{}", v);
+    };
     for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-      const Stat& st = (*row.stat)[pool];
-      const auto cell = [&](std::int64_t v) {
-        return row.in_bytes ? format_bytes(v) : fmt::format("{}", v);
-      };
-      line(fmt::format(" {:<28}{:>14}{:>14}{:>14}{:>14}", pool == 0 ? row.label : pool_labels[pool],
-                       cell(st.current), cell(st.peak), cell(st.allocated), cell(st.freed)));
+      const Stat& st = (s.*family.member)[pool];
+      row(pool == 0 ? family.summary_label : pool_labels[pool], cell(st.current), cell(st.peak),
+          cell(st.allocated), cell(st.freed));
     }
   }
   out += thin + "\n";
-  line(fmt::format(" {:<28}{:>14}{:>14}{:>14}{:>14}", "Oversize allocations",
-                   s.oversize_allocations.current, s.oversize_allocations.peak,
-                   s.oversize_allocations.allocated, s.oversize_allocations.freed));
-  line(fmt::format(" {:<28}{:>14}{:>14}{:>14}{:>14}", "Oversize segments",
-                   s.oversize_segments.current, s.oversize_segments.peak,
-                   s.oversize_segments.allocated, s.oversize_segments.freed));
+  for (const SingleStat& single : kSingleStats) {
+    const Stat& st = s.*single.member;
+    row(single.summary_label, st.current, st.peak, st.allocated, st.freed);
+  }
   out += rule + "\n";
   return out;
 }

@@ -3,8 +3,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -53,6 +55,34 @@ TEST_F(MetricsJson, RoundTrip) {
   // The Trainer's layout: indented by 4, keys sorted.
   std::string text = slurp(dir / "train_results.json");
   EXPECT_EQ(text.substr(0, 20), "{\n    \"epoch\": 3.0,\n");
+}
+
+// A NaN loss used to be written as null, which load_metrics then refused. Non-finite numbers
+// are written as Python's json module writes them (NaN, Infinity, -Infinity) and read back.
+TEST_F(MetricsJson, NonFiniteNumbersRoundTripAsPythonWritesThem) {
+  const double inf = std::numeric_limits<double>::infinity();
+  Metrics m{{"eval_loss", std::numeric_limits<double>::quiet_NaN()},
+            {"grad_norm", inf},
+            {"lr", -inf},
+            {"note", std::string("NaN Infinity \"quoted\"")},
+            {"steps", std::int64_t{7}}};
+  save_metrics("eval", m, dir);
+  const std::string text = slurp(dir / "eval_results.json");
+  EXPECT_NE(text.find("\"eval_loss\": NaN,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"grad_norm\": Infinity,"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"lr\": -Infinity,"), std::string::npos) << text;
+  for (const fs::path& file : {dir / "eval_results.json", dir / "all_results.json"}) {
+    const Metrics back = load_metrics(file);
+    ASSERT_EQ(back.size(), m.size());
+    EXPECT_TRUE(std::isnan(std::get<double>(back.at("eval_loss"))));
+    EXPECT_EQ(std::get<double>(back.at("grad_norm")), inf);
+    EXPECT_EQ(std::get<double>(back.at("lr")), -inf);
+    EXPECT_EQ(back.at("note"), m.at("note"));
+    EXPECT_EQ(back.at("steps"), m.at("steps"));
+  }
+  // Merging into a file that holds them keeps them.
+  save_metrics("train", {{"train_loss", 1.5}}, dir);
+  EXPECT_TRUE(std::isnan(std::get<double>(load_metrics(dir / "all_results.json").at("eval_loss"))));
 }
 
 TEST_F(MetricsJson, MergeKeepsEarlierKeys) {

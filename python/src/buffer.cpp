@@ -5,6 +5,10 @@
 //  - freeing twice raises InvalidPointerError; every use after free (address, views) too;
 //  - free() while memoryviews or numpy arrays made through the buffer protocol are alive raises
 //    BufferError (as memoryview.release() does), so those views never see freed memory;
+//  - the array-interface dicts own a share of the allocation (key "memscope_owner"), because
+//    their consumers (numpy, CuPy, PyTorch, Numba) keep the object that carried the dict alive
+//    but cannot be counted: after free() or collection of the Buffer the memory goes back to
+//    the allocator only when the last such consumer is gone;
 //  - simulated memory has nothing behind its addresses: it exposes the address and refuses
 //    every view; device memory refuses CPU views and host memory refuses CUDA ones.
 #include <fmt/format.h>
@@ -83,6 +87,14 @@ void free_buffer(Buffer& b) {
   b.release();  // under the GIL: a deallocation never blocks, and two threads cannot both free
 }
 
+// A share of the allocation for a consumer: deleting the capsule drops it.
+nb::capsule memory_share(const Buffer& b) {
+  auto* share = new std::shared_ptr<BufferMemory>(b.memory);
+  return nb::capsule(share, "memscope.BufferMemory", [](void* p) noexcept {
+    delete static_cast<std::shared_ptr<BufferMemory>*>(p);
+  });
+}
+
 nb::dict array_interface(Buffer& b, bool cuda) {
   nb::dict d;
   d["shape"] = nb::make_tuple(b.nbytes);
@@ -92,18 +104,26 @@ nb::dict array_interface(Buffer& b, bool cuda) {
   d["version"] = 3;
   // Fresh memory carries no pending work a consumer must wait for.
   if (cuda) d["stream"] = nb::none();
+  if (b.memory) d["memscope_owner"] = memory_share(b);
   return d;
 }
 
 }  // namespace
 
+BufferMemory::BufferMemory(std::shared_ptr<CachingAllocator> a, void* p)
+    : allocator(std::move(a)), ptr(p) {
+  claim_buffer_address(allocator.get(), reinterpret_cast<std::uintptr_t>(ptr));
+}
+
+BufferMemory::~BufferMemory() noexcept {
+  release_buffer_address(allocator.get(), reinterpret_cast<std::uintptr_t>(ptr));
+  (void)allocator->try_deallocate(ptr);
+}
+
 bool Buffer::release() noexcept {
   if (freed) return false;
   freed = true;
-  if (ptr != nullptr) {
-    release_buffer_address(allocator.get(), reinterpret_cast<std::uintptr_t>(ptr));
-    (void)allocator->try_deallocate(ptr);
-  }
+  memory.reset();  // under the GIL: a deallocation never blocks
   return true;
 }
 
@@ -121,7 +141,7 @@ nb::object make_buffer(nb::handle owner, std::size_t nbytes, StreamId stream) {
   b->nbytes = nbytes;
   b->stream = stream;
   b->kind = allocator->backend().memory_kind();
-  if (ptr != nullptr) claim_buffer_address(allocator.get(), reinterpret_cast<std::uintptr_t>(ptr));
+  if (ptr != nullptr) b->memory = std::make_shared<BufferMemory>(allocator, ptr);
   return nb::cast(b, nb::rv_policy::take_ownership);
 }
 
@@ -162,8 +182,10 @@ void bind_buffer(nb::module_& m) {
           },
           "Bytes the allocator set aside (the request rounded up).")
       .def("free", &free_buffer,
-           "Returns the memory to its allocator now. Raises InvalidPointerError if already freed "
-           "and BufferError while views of it are alive.")
+           "Returns the memory to its allocator: now, or, while arrays built from its "
+           "__array_interface__ / __cuda_array_interface__ are alive, when the last of them is "
+           "gone. Raises InvalidPointerError if already freed and BufferError while "
+           "buffer-protocol views (memoryview, numpy.asarray) of it are alive.")
       .def(
           "record_stream",
           [](Buffer& b, nb::handle stream) {

@@ -20,10 +20,25 @@ struct PyAllocator {
   std::shared_ptr<CachingAllocator> impl;
 };
 
+// The allocation behind a memscope.Buffer. Shared: the Buffer holds it until free(), and every
+// __array_interface__ / __cuda_array_interface__ dict handed out holds it too (as the key
+// "memscope_owner"), so an array built from that dict keeps the memory alive even after the
+// Buffer is freed or collected. The last holder returns it to the allocator.
+struct BufferMemory {
+  std::shared_ptr<CachingAllocator> allocator;
+  void* ptr = nullptr;
+
+  BufferMemory(std::shared_ptr<CachingAllocator> a, void* p);
+  BufferMemory(const BufferMemory&) = delete;
+  BufferMemory& operator=(const BufferMemory&) = delete;
+  ~BufferMemory() noexcept;
+};
+
 // memscope.Buffer: one allocation that frees itself. Not copyable; Python owns it.
 struct Buffer {
   std::shared_ptr<CachingAllocator> allocator;
-  nb::object owner;  // the memscope.Allocator it came from (for .allocator)
+  std::shared_ptr<BufferMemory> memory;  // null once freed (consumers may still hold it)
+  nb::object owner;                      // the memscope.Allocator it came from (for .allocator)
   void* ptr = nullptr;
   std::size_t nbytes = 0;
   StreamId stream = kDefaultStream;
@@ -35,7 +50,8 @@ struct Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer() noexcept { release(); }
-  // Frees the allocation if still held; false if it was already freed. Never throws.
+  // Lets go of the allocation (returned to the allocator once no array-interface consumer
+  // holds it either); false if it was already freed. Never throws.
   bool release() noexcept;
 };
 

@@ -69,8 +69,11 @@ class MemoryTracker {
 
   // The metrics of the last finished run of `stage` (without init_*).
   [[nodiscard]] Metrics metrics(std::string_view stage) const;
-  // Adds metrics(stage) to `metrics`, and the first time also init_* and before_init_*.
+  // Adds metrics(stage) to `metrics`, and the first time also init_metrics(): the one place
+  // of the rule that init is reported once, with whichever stage reports first.
   void update_metrics(std::string_view stage, Metrics& metrics);
+  // init_* and before_init_mem_* once "init" has finished; empty before (and when skipping).
+  [[nodiscard]] Metrics init_metrics() const;
 
   [[nodiscard]] bool enabled() const noexcept { return impl_ != nullptr; }
 
@@ -91,6 +94,11 @@ class MemoryTracker {
  private:
   std::unique_ptr<Impl> impl_;  // null when skipping
 };
+
+// MEMSCOPE_SKIP_MEMORY_METRICS as the switch MemoryTracker reads: unset, empty, 0, false, no or
+// off (any case) is false; 1, true, yes or on is true; anything else throws ConfigError naming
+// the variable, the value and the allowed values.
+[[nodiscard]] bool skip_memory_metrics_from_env();
 
 // RAII handle for a running stage. Movable, not copyable.
 class MemoryTracker::Stage {

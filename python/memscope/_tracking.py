@@ -86,11 +86,6 @@ def _sources(sources: Optional[Iterable[Any]], allocators: Optional[Iterable[Dev
     return out
 
 
-def _skip_from_env() -> bool:
-    return os.environ.get("MEMSCOPE_SKIP_MEMORY_METRICS", "").strip().lower() in (
-        "1", "true", "yes", "on")
-
-
 class _Stage(contextlib.ContextDecorator):
     """``with tracker.stage(name):`` and ``@tracker.stage(name)``."""
 
@@ -124,14 +119,13 @@ class Tracker:
                  allocators: Optional[Iterable[Device]] = None,
                  skip_memory_metrics: bool = False, absolute_values: bool = False,
                  report_modes: bool = True, implicit_init: bool = True) -> None:
-        skip = skip_memory_metrics or _skip_from_env()
+        skip = skip_memory_metrics or _memscope._skip_memory_metrics_from_env()
         # A skipped tracker is free: it opens no source, so do not even build them.
         srcs = [] if skip else _sources(sources, allocators)
         self._impl = _memscope._Tracker(srcs, skip, absolute_values, report_modes,
                                         implicit_init)
         self._lock = threading.Lock()
         self._metrics: dict[str, Any] = {}
-        self._init_given = False
 
     def start(self, stage: str) -> None:
         self._impl.start(stage)
@@ -141,9 +135,11 @@ class Tracker:
         self._impl.stop(stage)
         if not self._impl.enabled:
             return {}
+        stage_metrics = self._impl.metrics(stage)
         with self._lock:
-            self._metrics = self._impl.update_metrics(stage, self._metrics)
-        return self.stage_metrics(stage)
+            self._metrics.update(self._impl.init_metrics())
+            self._metrics.update(stage_metrics)
+        return stage_metrics
 
     def stage(self, name: str) -> _Stage:
         """A context manager (and decorator) that runs ``name`` as a stage."""
@@ -160,12 +156,8 @@ class Tracker:
         stop_and_update_metrics does; the first call also adds init_* and before_init_*."""
         if not self._impl.enabled:
             return
-        with self._lock:
-            if not self._init_given:
-                metrics.update({k: v for k, v in self._metrics.items()
-                                if k.startswith(("init_", "before_init_"))})
-                self._init_given = True
-        metrics.update(self.stage_metrics(stage))
+        # Only the added keys go back into `metrics`, so its other values keep their types.
+        metrics.update(self._impl.update_metrics(stage, {}))
 
     @property
     def metrics(self) -> dict[str, Any]:

@@ -9,7 +9,8 @@ tensor is created (PyTorch refuses to swap an allocator it has used).
 ``torch_source()`` is a Tracker source over ``torch.cuda.memory_allocated()`` for when PyTorch
 keeps its own allocator. PyTorch has one peak counter per device, so this source shares it:
 every window it opens resets that counter after folding its value into the innermost open
-window (the cascade rule), which keeps nested windows exact as long as nobody else calls
+window (the cascade rule, applied by memscope's C++ core: ``memscope._memscope.CascadeSource``),
+which keeps nested windows exact as long as nobody else calls
 ``torch.cuda.reset_peak_memory_stats()``; its mode says so.
 """
 
@@ -24,8 +25,7 @@ except ImportError as _e:  # pragma: no cover - exercised only where torch is ab
     raise ImportError("memscope.torch needs PyTorch (pip install torch)") from _e
 
 from . import _memscope
-from ._cascade import CascadeSource
-from ._memscope import BackendUnavailableError, UsageError
+from ._memscope import BackendUnavailableError, CascadeSource, UsageError
 
 __all__ = ["use_as_allocator", "is_allocator", "library_path", "torch_source", "TorchCudaSource"]
 

@@ -24,6 +24,7 @@ void bind_host(nb::module_& m);
 void bind_devices(nb::module_& m);
 void bind_torch_hooks(nb::module_& m);
 void bind_tracker(nb::module_& m);
+void bind_cascade(nb::module_& m);  // CascadeSource derives from MemorySource (bind_tracker)
 void bind_device_probe(nb::module_& m);
 
 }  // namespace memscope::python

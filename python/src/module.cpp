@@ -13,5 +13,6 @@ NB_MODULE(_memscope, m) {
   bind_devices(m);
   bind_torch_hooks(m);
   bind_tracker(m);
+  bind_cascade(m);
   bind_device_probe(m);
 }

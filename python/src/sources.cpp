@@ -19,21 +19,10 @@
 namespace memscope::python {
 namespace {
 
-// Drops a Python reference with the GIL held; leaks it if the interpreter is already gone.
-void drop(nb::object& object) noexcept {
-  if (!object.is_valid()) return;
-  if (!Py_IsInitialized()) {
-    (void)object.release();
-    return;
-  }
-  nb::gil_scoped_acquire gil;
-  object.reset();
-}
-
 class PyWindow final : public MemorySource::Window {
  public:
   PyWindow(nb::object window, std::int64_t begin) : window_(std::move(window)), begin_(begin) {}
-  ~PyWindow() override { drop(window_); }
+  ~PyWindow() override { drop_reference(window_); }
 
   [[nodiscard]] std::int64_t begin() const noexcept override { return begin_; }
 
@@ -44,10 +33,9 @@ class PyWindow final : public MemorySource::Window {
       nb::object result = window_.attr("close")();
       r.current = nb::cast<std::int64_t>(result[0]);
       r.peak = std::max({nb::cast<std::int64_t>(result[1]), r.current, begin_});
-    } catch (nb::python_error& e) {
-      e.discard_as_unraisable("memscope: closing a tracker window of a Python source");
-    } catch (const std::exception& e) {
-      PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "memscope: closing a tracker window: %s", e.what());
+    } catch (...) {
+      report_unraisable(std::current_exception(),
+                        "memscope: closing a tracker window of a Python source");
     }
     return r;
   }
@@ -63,7 +51,7 @@ class PySource final : public MemorySource {
       : object_(nb::borrow(object)),
         kind_(parse_kind(nb::cast<std::string>(object.attr("kind")))),
         available_(nb::cast<bool>(object.attr("available"))) {}
-  ~PySource() override { drop(object_); }
+  ~PySource() override { drop_reference(object_); }
 
   [[nodiscard]] std::string name() const override { return text("name"); }
   [[nodiscard]] SourceKind kind() const noexcept override { return kind_; }
@@ -126,6 +114,30 @@ class OwningAllocatorSource final : public MemorySource {
 };
 
 }  // namespace
+
+void drop_reference(nb::object& object) noexcept {
+  if (!object.is_valid()) return;
+  if (!Py_IsInitialized()) {
+    (void)object.release();
+    return;
+  }
+  nb::gil_scoped_acquire gil;
+  object.reset();
+}
+
+void report_unraisable(const std::exception_ptr& error, const char* context) noexcept {
+  if (!error || !Py_IsInitialized()) return;
+  nb::gil_scoped_acquire gil;
+  try {
+    std::rethrow_exception(error);
+  } catch (nb::python_error& e) {
+    e.discard_as_unraisable(context);
+  } catch (const std::exception& e) {
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "%s: %s", context, e.what()) < 0)
+      PyErr_WriteUnraisable(nullptr);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): nothing more is known to report
+  }
+}
 
 const char* kind_name(SourceKind kind) noexcept {
   return kind == SourceKind::gpu ? "gpu" : "cpu";

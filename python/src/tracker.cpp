@@ -98,6 +98,17 @@ void bind_tracker(nb::module_& m) {
           },
           nb::arg("stage"), nb::arg("metrics"),
           "`metrics` plus the stage's (and, the first time, init_*); returns the merged dict.")
+      .def(
+          "init_metrics",
+          [](const PyTracker& t) {
+            Metrics metrics;
+            {
+              nb::gil_scoped_release unlocked;
+              metrics = t.impl->init_metrics();
+            }
+            return to_dict(metrics);
+          },
+          "init_* and before_init_mem_* once init has finished (update_metrics adds them once).")
       .def_prop_ro("enabled", [](const PyTracker& t) { return t.impl->enabled(); })
       .def("sources",
            [](const PyTracker& t) {
@@ -125,6 +136,8 @@ void bind_tracker(nb::module_& m) {
           "running_stages", [](const PyTracker& t) { return t.impl->running_stages(); },
           nb::call_guard<nb::gil_scoped_release>());
 
+  m.def("_skip_memory_metrics_from_env", &skip_memory_metrics_from_env,
+        "MEMSCOPE_SKIP_MEMORY_METRICS as a switch; ConfigError when it is not one.");
   m.def(
       "metrics_format",
       [](const nb::dict& metrics, bool trainer_compat) {

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import memscope
-from memscope._cascade import CascadeSource
+from memscope._memscope import CascadeSource
 
 from conftest import MiB
 
@@ -133,9 +133,12 @@ def test_skip_switch_makes_the_tracker_free(monkeypatch: pytest.MonkeyPatch) -> 
     assert not t.enabled and t.metrics == {}
     monkeypatch.setenv("MEMSCOPE_SKIP_MEMORY_METRICS", "1")
     assert not memscope.Tracker().enabled
-    monkeypatch.setenv("MEMSCOPE_SKIP_MEMORY_METRICS", "maybe")
-    with pytest.raises(memscope.ConfigError):
+    monkeypatch.setenv("MEMSCOPE_SKIP_MEMORY_METRICS", "maybe")  # C++'s parser decides
+    with pytest.raises(memscope.ConfigError,
+                       match=r"MEMSCOPE_SKIP_MEMORY_METRICS='maybe'.*1, true, yes or on") as e:
         memscope.Tracker([memscope.host_source()])
+    assert isinstance(e.value, ValueError)
+    assert (e.value.key, e.value.value) == ("MEMSCOPE_SKIP_MEMORY_METRICS", "maybe")
 
 
 def test_sources_and_unavailable_gpu(sim: memscope.Allocator) -> None:

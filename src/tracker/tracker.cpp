@@ -29,22 +29,6 @@ void check_stage_name(std::string_view name) {
                    "train_mem_cpu_alloc_delta, where '_' would be ambiguous)");
 }
 
-// MEMSCOPE_SKIP_MEMORY_METRICS: the Trainer's skip_memory_metrics as an environment switch.
-bool skip_from_env() {
-  const char* raw = std::getenv("MEMSCOPE_SKIP_MEMORY_METRICS");  // NOLINT(concurrency-mt-unsafe)
-  if (raw == nullptr) return false;
-  std::string value(raw);
-  std::transform(value.begin(), value.end(), value.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
-    return false;
-  }
-  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
-  throw ConfigError("memscope: MEMSCOPE_SKIP_MEMORY_METRICS='" + std::string(raw) +
-                        "' is not a switch; use 1 (skip memory metrics) or 0",
-                    "MEMSCOPE_SKIP_MEMORY_METRICS", raw);
-}
-
 // Labels: "cpu"/"gpu" alone when a kind has one source; with several, the first is also the
 // plain label (as the Trainer's single "gpu" was the first device) and each gets its index.
 void assign_labels(std::vector<MemoryTracker::Impl::Slot>& slots) {
@@ -68,6 +52,23 @@ void assign_labels(std::vector<MemoryTracker::Impl::Slot>& slots) {
 }
 
 }  // namespace
+
+// MEMSCOPE_SKIP_MEMORY_METRICS: the Trainer's skip_memory_metrics as an environment switch.
+bool skip_memory_metrics_from_env() {
+  const char* raw = std::getenv("MEMSCOPE_SKIP_MEMORY_METRICS");  // NOLINT(concurrency-mt-unsafe)
+  if (raw == nullptr) return false;
+  std::string value(raw);
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
+    return false;
+  }
+  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
+  throw ConfigError("memscope: MEMSCOPE_SKIP_MEMORY_METRICS='" + std::string(raw) +
+                        "' is not a switch; use 1, true, yes or on to skip memory metrics, or "
+                        "0, false, no, off or nothing to keep them",
+                    "MEMSCOPE_SKIP_MEMORY_METRICS", raw);
+}
 
 MemoryTracker::Impl::Running MemoryTracker::Impl::open_stage() const {
   Running r;
@@ -94,7 +95,8 @@ void MemoryTracker::Impl::finish(std::map<std::string, Running, std::less<>>::it
 }
 
 MemoryTracker::MemoryTracker(TrackerOptions options) {
-  if (options.skip_memory_metrics || skip_from_env()) return;  // impl_ stays null: free
+  if (options.skip_memory_metrics || skip_memory_metrics_from_env())
+    return;  // impl_ stays null: free
   impl_ = std::make_unique<Impl>();
   impl_->absolute_values = options.absolute_values;
   impl_->report_modes = options.report_modes;

@@ -52,6 +52,8 @@ struct MemoryTracker::Impl {
   [[nodiscard]] Running open_stage() const;
   // Closes every window of `it` and moves the result to `finished`.
   void finish(std::map<std::string, Running, std::less<>>::iterator it);
+  // Appends init's metrics and before_init_mem_* if init has finished; false if it has not.
+  bool add_init_metrics(Metrics& out) const;
   // Appends the metrics of a finished stage (name must be in `finished`).
   void add_stage_metrics(const std::string& name, const Finished& stage, Metrics& out) const;
 };

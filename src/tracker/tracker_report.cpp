@@ -29,6 +29,28 @@ void MemoryTracker::Impl::add_stage_metrics(const std::string& name, const Finis
   out.insert_or_assign(name + "_runtime", std::round(stage.runtime_s * 1e4) / 1e4);
 }
 
+// The baseline at construction (before_init_mem_*) is init's begin value.
+bool MemoryTracker::Impl::add_init_metrics(Metrics& out) const {
+  auto init = finished.find("init");
+  if (init == finished.end()) return false;
+  add_stage_metrics(init->first, init->second, out);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    if (!slots[i].available) continue;
+    for (const std::string& label : slots[i].labels) {
+      out.insert_or_assign("before_init_mem_" + label, init->second.values[i].begin);
+    }
+  }
+  return true;
+}
+
+Metrics MemoryTracker::init_metrics() const {
+  Metrics out;
+  if (!impl_) return out;
+  std::lock_guard lock(impl_->mutex);
+  impl_->add_init_metrics(out);
+  return out;
+}
+
 Metrics MemoryTracker::metrics(std::string_view stage) const {
   Metrics out;
   if (!impl_) return out;
@@ -47,19 +69,8 @@ void MemoryTracker::update_metrics(std::string_view stage, Metrics& metrics) {
   if (!impl_) return;
   Metrics stage_metrics = this->metrics(stage);  // throws before anything is added
   std::lock_guard lock(impl_->mutex);
-  // Init is reported once, with whichever stage reports first, as the Trainer does; so is the
-  // baseline at construction (before_init_mem_*), which is init's begin value.
-  auto init = impl_->finished.find("init");
-  if (!impl_->init_reported && init != impl_->finished.end()) {
-    impl_->add_stage_metrics(init->first, init->second, metrics);
-    for (std::size_t i = 0; i < impl_->slots.size(); ++i) {
-      if (!impl_->slots[i].available) continue;
-      for (const std::string& label : impl_->slots[i].labels) {
-        metrics.insert_or_assign("before_init_mem_" + label, init->second.values[i].begin);
-      }
-    }
-    impl_->init_reported = true;
-  }
+  // Init is reported once, with whichever stage reports first, as the Trainer does.
+  if (!impl_->init_reported) impl_->init_reported = impl_->add_init_metrics(metrics);
   for (auto& [key, value] : stage_metrics) metrics.insert_or_assign(key, std::move(value));
 }
 

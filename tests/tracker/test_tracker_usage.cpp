@@ -2,6 +2,8 @@
 // skipping (flag or environment) makes the tracker inert.
 #include <stdlib.h>
 
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "memscope/errors.hpp"
@@ -126,6 +128,30 @@ TEST(TrackerUsage, ExplicitInitReplacesTheImplicitOne) {
   EXPECT_EQ(std::get<std::int64_t>(m.at("before_init_mem_cpu")), 150);
 }
 
+TEST(TrackerUsage, InitIsReportedOnceByTheFirstUpdate) {
+  auto source = std::make_shared<CountingSource>();
+  source->value = 100;
+  MemoryTracker tracker({.sources = {source}});
+  EXPECT_TRUE(tracker.init_metrics().empty());  // init still running
+  source->value = 130;
+  tracker.start("train");  // ends the implicit init
+  tracker.stop("train");
+  const Metrics init = tracker.init_metrics();
+  EXPECT_EQ(std::get<std::int64_t>(init.at("init_mem_cpu_alloc_delta")), 30);
+  EXPECT_EQ(std::get<std::int64_t>(init.at("before_init_mem_cpu")), 100);
+  EXPECT_FALSE(init.contains("train_mem_cpu_alloc_delta"));
+  EXPECT_EQ(tracker.init_metrics(), init);  // asking does not consume it
+  Metrics first;
+  tracker.update_metrics("train", first);
+  for (const auto& [key, value] : init) EXPECT_EQ(first.at(key), value) << key;
+  EXPECT_TRUE(first.contains("train_mem_cpu_alloc_delta"));
+  Metrics second;
+  tracker.update_metrics("train", second);
+  EXPECT_FALSE(second.contains("init_mem_cpu_alloc_delta"));
+  EXPECT_FALSE(second.contains("before_init_mem_cpu"));
+  EXPECT_TRUE(second.contains("train_mem_cpu_alloc_delta"));
+}
+
 TEST(TrackerUsage, SkipFlagMakesItInert) {
   auto source = std::make_shared<CountingSource>();
   MemoryTracker tracker({.sources = {source}, .skip_memory_metrics = true});
@@ -138,6 +164,7 @@ TEST(TrackerUsage, SkipFlagMakesItInert) {
   tracker.update_metrics("train", m);
   EXPECT_TRUE(m.empty());
   EXPECT_TRUE(tracker.metrics("train").empty());
+  EXPECT_TRUE(tracker.init_metrics().empty());
   EXPECT_EQ(source->opened, 0);
   EXPECT_EQ(tracker.describe_sources(), "memory metrics skipped");
 }
@@ -155,8 +182,23 @@ TEST(TrackerUsage, SkipFromEnvironment) {
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.key(), "MEMSCOPE_SKIP_MEMORY_METRICS");
     EXPECT_EQ(e.value(), "maybe");
+    const std::string message = e.what();  // the variable, the value and what is allowed
+    for (const char* part :
+         {"MEMSCOPE_SKIP_MEMORY_METRICS='maybe'", "1, true, yes or on", "0, false, no, off"}) {
+      EXPECT_NE(message.find(part), std::string::npos) << part << " in " << message;
+    }
+  }
+  // The parser on its own (the Python package calls it too): any case, and empty means unset.
+  for (const char* on : {"1", "TRUE", "Yes", "on"}) {
+    ASSERT_EQ(setenv("MEMSCOPE_SKIP_MEMORY_METRICS", on, 1), 0);
+    EXPECT_TRUE(skip_memory_metrics_from_env()) << on;
+  }
+  for (const char* off : {"", "0", "False", "no", "OFF"}) {
+    ASSERT_EQ(setenv("MEMSCOPE_SKIP_MEMORY_METRICS", off, 1), 0);
+    EXPECT_FALSE(skip_memory_metrics_from_env()) << off;
   }
   unsetenv("MEMSCOPE_SKIP_MEMORY_METRICS");
+  EXPECT_FALSE(skip_memory_metrics_from_env());
 }
 
 TEST(TrackerUsage, NullSourceIsRefused) {

@@ -1,7 +1,9 @@
 // The replay sequence of tests/data/README.md: rebuild what was live when recording began,
 // then replay allocs and completed frees in order.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -21,6 +23,20 @@ std::string hex(std::uint64_t value) {
 [[noreturn]] void contradiction(std::int64_t device, std::size_t index, const std::string& what) {
   throw TraceFormatError("device_traces[" + std::to_string(device) + "][" + std::to_string(index) +
                          "]: " + what + "; the trace contradicts itself");
+}
+
+// Byte totals stay within what every consumer can hold (int64 statistics, signed arithmetic):
+// a trace whose live bytes pass 2^63 - 1 is not a real device's, and says so.
+// `what` names the total, built only when it is needed.
+template <class What>
+void add_bytes(std::size_t& total, std::size_t amount, What&& what) {
+  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+  if (amount > kMax - std::min(total, kMax)) {
+    throw TraceFormatError(std::string(what()) + " passes 2^63 - 1 bytes (" +
+                           std::to_string(total) + " + " + std::to_string(amount) +
+                           "); no device holds that much");
+  }
+  total += amount;
 }
 
 }  // namespace
@@ -66,10 +82,12 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
     if (seg.device != device) continue;
     ++plan.segments_at_dump;
     ++(seg.info.small_pool ? plan.small_segments_at_dump : plan.large_segments_at_dump);
-    plan.reserved_at_dump += seg.info.total_size;
+    add_bytes(plan.reserved_at_dump, seg.info.total_size,
+              [] { return "the snapshot's reserved bytes"; });
     for (const BlockInfo& b : seg.info.blocks) {
       if (b.state != BlockState::active_allocated) continue;
-      plan.active_at_dump += b.requested_size;
+      add_bytes(plan.active_at_dump, b.requested_size,
+                [] { return "the snapshot's active bytes"; });
       if (ever_allocated.contains(b.address)) continue;
       if (freed_unallocated.contains(b.address)) {
         throw TraceFormatError("block " + hex(b.address) +
@@ -82,7 +100,8 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
   }
 
   // Pass 2: the figures of the whole sequence.
-  for (const ReplayOp& op : plan.ops) plan.live_before += op.size;
+  for (const ReplayOp& op : plan.ops)
+    add_bytes(plan.live_before, op.size, [] { return "the starting live set"; });
   plan.traced_ops = traced.size();
   plan.distinct_sizes = sizes.size();
   plan.ops.insert(plan.ops.end(), traced.begin(), traced.end());
@@ -100,7 +119,7 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
       if (!sizes_live.emplace(op.addr, op.size).second) {
         throw TraceFormatError("alloc of " + hex(op.addr) + ", which is already live, in the plan");
       }
-      now += op.size;
+      add_bytes(now, op.size, [&] { return "live bytes at the alloc of " + hex(op.addr); });
       plan.peak_live = std::max(plan.peak_live, now);
     }
   }

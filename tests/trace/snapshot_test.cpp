@@ -121,6 +121,24 @@ TEST(TorchSnapshot, PlanRebuildsTheStartingLiveSet) {
   EXPECT_EQ(plan.distinct_sizes, 2U);
 }
 
+// Two allocations of 2^63 - 1 bytes used to give a peak live of 2^64 - 2 (negative wherever
+// it became a signed statistic); a third wrapped around. Totals past 2^63 - 1 are refused.
+TEST(TorchSnapshot, LiveBytesPast2To63AreATypedError) {
+  constexpr std::uint64_t kHuge = (std::uint64_t{1} << 63) - 1;
+  TorchSnapshot s;
+  s.device_traces.push_back({{TraceAction::alloc, 0x1000, kHuge}});
+  EXPECT_EQ(build_replay_plan(s).peak_live, kHuge);  // exactly representable: fine
+  s.device_traces[0].push_back({TraceAction::alloc, 0x2000, kHuge});
+  try {
+    (void)build_replay_plan(s);
+    FAIL() << "no error";
+  } catch (const TraceFormatError& e) {
+    EXPECT_NE(std::string(e.what()).find("live bytes at the alloc of 0x2000 passes 2^63 - 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(TorchSnapshot, ErrorsNameTheFileAndTheField) {
   const auto message = [](const PickleValue& root) -> std::string {
     try {

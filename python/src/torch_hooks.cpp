@@ -8,7 +8,8 @@
 //   void  memscope_torch_record_stream(void* ptr, cudaStream_t stream)
 //   void  memscope_torch_empty_cache()            (PyTorch's "reset" hook: empty_cache())
 //   void  memscope_torch_set_memory_fraction(double fraction, int device)
-// They run on PyTorch's threads without the GIL and never touch Python.
+// They run on PyTorch's threads without the GIL and never touch Python. malloc and free take
+// no lock of their own (the allocator's is the only one): see hook_allocator().
 //
 // Errors: malloc lets OutOfMemoryError (a std::runtime_error) propagate, and PyTorch turns it
 // into a RuntimeError naming the figures; returning nullptr instead would hand PyTorch a null
@@ -16,7 +17,7 @@
 // counted in num_invalid_frees), as happens when frees arrive after a redirect was undone.
 #include <sys/types.h>
 
-#include <mutex>
+#include <atomic>
 #include <string>
 
 #include <nanobind/stl/string.h>
@@ -29,16 +30,15 @@
 namespace memscope::python {
 namespace {
 
-// Tests without a GPU point the hooks at another backend (e.g. "sim:8GiB"); empty: CUDA.
-std::mutex redirect_mutex;
-std::shared_ptr<CachingAllocator> redirect;
+// Tests and benchmarks without a GPU point the hooks at another backend (e.g. "sim:8GiB");
+// null: CUDA. Lock-free for the hooks: one acquire load per call. The pointee is a default
+// allocator, which the registry never destroys, so a hook that loaded the previous value while
+// a redirect changed it still uses a live allocator.
+std::atomic<CachingAllocator*> redirect{nullptr};
 
 CachingAllocator* hook_allocator(int device) {
-  {
-    const std::lock_guard lock(redirect_mutex);
-    if (redirect) return redirect.get();
-  }
-  return default_cuda_allocator(device);
+  if (CachingAllocator* a = redirect.load(std::memory_order_acquire)) return a;
+  return default_cuda_allocator(device);  // lock-free too once the device's allocator exists
 }
 
 }  // namespace
@@ -47,8 +47,8 @@ void bind_torch_hooks(nb::module_& m) {
   m.def(
       "_redirect_torch_hooks",
       [](const std::string& spec) {
-        const std::lock_guard lock(redirect_mutex);
-        redirect = spec.empty() ? nullptr : default_allocator(spec);
+        redirect.store(spec.empty() ? nullptr : default_allocator(spec).get(),
+                       std::memory_order_release);
       },
       nb::arg("spec"), "Testing aid: the torch hooks use this backend's default allocator.");
 }
@@ -85,12 +85,10 @@ MEMSCOPE_EXPORT void memscope_torch_record_stream(void* ptr, void* stream) {
 }
 
 MEMSCOPE_EXPORT void memscope_torch_empty_cache() {
-  {
-    const std::lock_guard lock(memscope::python::redirect_mutex);
-    if (memscope::python::redirect) {
-      (void)memscope::python::redirect->empty_cache();
-      return;
-    }
+  if (memscope::CachingAllocator* redirected =
+          memscope::python::redirect.load(std::memory_order_acquire)) {
+    (void)redirected->empty_cache();
+    return;
   }
   for (const std::string& spec : memscope::python::default_allocator_specs()) {
     auto allocator = memscope::python::default_allocator(spec);

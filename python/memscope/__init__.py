@@ -26,6 +26,7 @@ from ._memscope import (
     PeakValues,
     TraceFormatError,
     UsageError,
+    __version__,
     format_bytes,
     format_size_exact,
     parse_size,
@@ -59,7 +60,6 @@ from ._api import (
 )
 from . import host
 
-__version__ = "0.1.0"
 
 __all__ = [
     "Allocator", "Buffer", "PeakScope", "PeakValues",

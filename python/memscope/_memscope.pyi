@@ -7,6 +7,8 @@ _Stream = Union[None, int, Any]  # an int (cudaStream_t), or an object with cuda
 _Address = Union[int, "Buffer"]
 _Kind = Literal["cpu", "gpu"]
 
+__version__: str
+
 
 # Errors ----------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 NB_MODULE(_memscope, m) {
   using namespace memscope::python;
   m.doc() = "memscope's C++ core (use the memscope package, not this module)";
+  m.attr("__version__") = MEMSCOPE_VERSION;  // the VERSION file, passed by CMake
   bind_errors(m);
   bind_units(m);
   bind_allocator(m);

@@ -231,12 +231,38 @@ void bind_buffer(nb::module_& m) {
       });
 }
 
+namespace {
+
+// An unsigned 64-bit argument from any Python integer (int, numpy integer, anything with
+// __index__): a TypeError naming `what` for other types, a ValueError outside [0, 2^64).
+std::uint64_t to_unsigned(nb::handle value, const char* what) {
+  PyObject* index = PyNumber_Index(value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    raise(PyExc_TypeError,
+          fmt::format("{} must be an int, not {}", what, nb::type_name(value.type()).c_str()));
+  }
+  const nb::object number = nb::steal(index);
+  const unsigned long long v = PyLong_AsUnsignedLongLong(number.ptr());
+  if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred() != nullptr) {
+    PyErr_Clear();
+    raise(PyExc_ValueError,
+          fmt::format("{} must be between 0 and 2**64 - 1, got {}", what, nb::str(number).c_str()));
+  }
+  return v;
+}
+
+}  // namespace
+
 StreamId to_stream(nb::handle stream) {
   if (stream.is_none()) return kDefaultStream;
-  if (nb::hasattr(stream, "cuda_stream")) return nb::cast<StreamId>(stream.attr("cuda_stream"));
-  if (nb::hasattr(stream, "ptr") && !PyLong_Check(stream.ptr()))
-    return nb::cast<StreamId>(stream.attr("ptr"));
-  return nb::cast<StreamId>(stream);
+  if (nb::hasattr(stream, "cuda_stream")) {
+    return to_unsigned(stream.attr("cuda_stream"), "stream (its cuda_stream)");
+  }
+  if (nb::hasattr(stream, "ptr") && !PyLong_Check(stream.ptr())) {
+    return to_unsigned(stream.attr("ptr"), "stream (its ptr)");
+  }
+  return to_unsigned(stream, "stream");
 }
 
 std::uintptr_t to_address(nb::handle address) {
@@ -245,7 +271,7 @@ std::uintptr_t to_address(nb::handle address) {
     check_live(b);
     return address_of(b);
   }
-  return nb::cast<std::uintptr_t>(address);
+  return to_unsigned(address, "address");
 }
 
 }  // namespace memscope::python

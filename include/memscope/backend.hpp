@@ -63,9 +63,30 @@ class Backend {
   virtual void synchronize_event(EventId event) = 0;
 };
 
-// Builds a backend from its spec: "host", "sim:<size>" (e.g. "sim:24GiB"), "cuda" or
-// "cuda:<index>". Throws ConfigError for a spec it does not understand and
-// BackendUnavailableError when the backend cannot run here (the message says why).
+// A backend spec, parsed: "host", "sim:<size>" (e.g. "sim:24GiB", a simulated device of that
+// capacity), "cuda" (device 0) or "cuda:<index>". The one parser of these strings: make_backend(),
+// the Python registry and the extension's BackendSpec all go through it. A plain value.
+struct BackendSpec {
+  enum class Type { host, simulated, cuda };
+
+  Type type = Type::host;
+  std::size_t capacity = 0;  // simulated: the device's bytes (above zero)
+  int device_index = 0;      // cuda: the device as this process numbers visible devices (>= 0)
+
+  // Throws ConfigError naming the spec and the forms allowed. Sizes take any spelling that
+  // parse_size() reads ("sim:24 GiB", "sim:1.5GB").
+  [[nodiscard]] static BackendSpec parse(std::string_view spec);
+  // The canonical spelling ("host", "sim:24GiB", "cuda:0"): parse() gives this spec back, and it
+  // is the name() of the backend make_backend() builds from it.
+  [[nodiscard]] std::string to_string() const;
+
+  friend bool operator==(const BackendSpec&, const BackendSpec&) = default;
+};
+
+// Builds a backend from its spec. Throws ConfigError for a spec it does not understand (or a
+// BackendSpec with a zero capacity or a negative index) and BackendUnavailableError when the
+// backend cannot run here (the message says why).
+[[nodiscard]] std::unique_ptr<Backend> make_backend(const BackendSpec& spec);
 [[nodiscard]] std::unique_ptr<Backend> make_backend(std::string_view spec);
 
 }  // namespace memscope

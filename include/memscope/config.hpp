@@ -47,4 +47,9 @@ struct AllocatorConfig {
   friend bool operator==(const AllocatorConfig&, const AllocatorConfig&) = default;
 };
 
+// The byte limit that `fraction` of a device of `capacity` bytes stands for: the one rule
+// behind memory_limit:<fraction>, set_per_process_memory_fraction() in Python and PyTorch's
+// set_memory_fraction hook. Throws ConfigError naming the value unless 0 < fraction <= 1.
+[[nodiscard]] std::size_t memory_limit_from_fraction(double fraction, std::size_t capacity);
+
 }  // namespace memscope

@@ -189,11 +189,9 @@ def memory_snapshot(device: Device = None) -> list[dict[str, Any]]:
 
 
 def set_per_process_memory_fraction(fraction: float, device: Device = None) -> None:
-    """Caps what the allocator may reserve at ``fraction`` of the device's capacity."""
-    if not 0.0 < fraction <= 1.0:
-        raise ConfigError(f"memory fraction {fraction} is not in (0, 1]")
-    a = default_allocator(device)
-    a.memory_limit = int(fraction * a.capacity)
+    """Caps what the allocator may reserve at ``fraction`` of the device's capacity; raises
+    ConfigError unless 0 < fraction <= 1."""
+    default_allocator(device).set_memory_fraction(fraction)
 
 
 # The device as the driver (or the OS) sees it ----------------------------------------------

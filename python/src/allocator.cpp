@@ -8,6 +8,7 @@
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 
+#include <array>
 #include <functional>
 #include <optional>
 
@@ -41,6 +42,20 @@ std::int64_t stat(const CachingAllocator& a, StatArray MemoryStats::*family, boo
   return peak ? s.peak : s.current;
 }
 
+// The counters of PeakValues, as attributes, as_dict() keys and in repr().
+struct PeakField {
+  const char* name;
+  std::int64_t PeakValues::*member;
+};
+constexpr std::array<PeakField, 4> kPeakFields{{
+    {"allocated_bytes", &PeakValues::allocated_bytes},
+    {"reserved_bytes", &PeakValues::reserved_bytes},
+    {"active_bytes", &PeakValues::active_bytes},
+    {"requested_bytes", &PeakValues::requested_bytes},
+}};
+static_assert(sizeof(PeakValues) == kPeakFields.size() * sizeof(std::int64_t),
+              "PeakValues has a member kPeakFields lacks");
+
 SimulatedBackend& simulated(const PyAllocator& a) {
   auto* sim = dynamic_cast<SimulatedBackend*>(&a.impl->backend());
   if (sim == nullptr) raise(error_types().usage, "only a simulated backend can hold streams");
@@ -59,27 +74,24 @@ nb::object snapshot_dict(const CachingAllocator& a) {
 }  // namespace
 
 void bind_allocator(nb::module_& m) {
-  nb::class_<PeakValues>(m, "PeakValues", "Peak byte counters of a peak scope.")
-      .def_ro("allocated_bytes", &PeakValues::allocated_bytes)
-      .def_ro("reserved_bytes", &PeakValues::reserved_bytes)
-      .def_ro("active_bytes", &PeakValues::active_bytes)
-      .def_ro("requested_bytes", &PeakValues::requested_bytes)
-      .def("as_dict",
-           [](const PeakValues& v) {
-             nb::dict d;
-             d["allocated_bytes"] = v.allocated_bytes;
-             d["reserved_bytes"] = v.reserved_bytes;
-             d["active_bytes"] = v.active_bytes;
-             d["requested_bytes"] = v.requested_bytes;
-             return d;
-           })
-      .def("__eq__", [](const PeakValues& a, const PeakValues& b) { return a == b; })
-      .def("__repr__", [](const PeakValues& v) {
-        return fmt::format(
-            "PeakValues(allocated_bytes={}, reserved_bytes={}, active_bytes={}, "
-            "requested_bytes={})",
-            v.allocated_bytes, v.reserved_bytes, v.active_bytes, v.requested_bytes);
-      });
+  auto peak_values =
+      nb::class_<PeakValues>(m, "PeakValues", "Peak byte counters of a peak scope.")
+          .def("as_dict",
+               [](const PeakValues& v) {
+                 nb::dict d;
+                 for (const PeakField& field : kPeakFields) d[field.name] = v.*field.member;
+                 return d;
+               })
+          .def("__eq__", [](const PeakValues& a, const PeakValues& b) { return a == b; })
+          .def("__repr__", [](const PeakValues& v) {
+            std::string fields;
+            for (const PeakField& field : kPeakFields) {
+              if (!fields.empty()) fields += ", ";
+              fields += fmt::format("{}={}", field.name, v.*field.member);
+            }
+            return "PeakValues(" + fields + ")";
+          });
+  for (const PeakField& field : kPeakFields) peak_values.def_ro(field.name, field.member);
 
   nb::class_<PyPeakScope>(m, "PeakScope",
                           "An independent peak window: `peak` is the highest value of each "
@@ -112,6 +124,14 @@ void bind_allocator(nb::module_& m) {
       .def_prop_rw(
           "memory_limit", [](const PyAllocator& a) { return a.impl->memory_limit(); },
           [](PyAllocator& a, std::size_t bytes) { a.impl->set_memory_limit(bytes); })
+      .def(
+          "set_memory_fraction",
+          [](PyAllocator& a, double fraction) {
+            a.impl->set_memory_limit(
+                memory_limit_from_fraction(fraction, a.impl->backend().capacity()));
+          },
+          nb::arg("fraction"),
+          "Sets memory_limit to `fraction` of the capacity; ConfigError unless 0 < fraction <= 1.")
       .def(
           "alloc",
           [](PyAllocator& a, std::size_t size, nb::handle stream) {

@@ -30,14 +30,16 @@ std::shared_ptr<CachingAllocator> default_allocator(const std::string& spec) {
   Registry& r = registry();
   const std::lock_guard lock(r.mutex);
   if (auto it = r.by_spec.find(spec); it != r.by_spec.end()) return it->second;
-  std::shared_ptr<Backend> backend = make_backend(spec);
-  const std::string name = backend->name();
+  // Parsing alone tells another spelling of a backend we have ("sim:24 GiB", "cuda"), so no
+  // second backend (for CUDA, a driver context) is built just to learn its name.
+  const BackendSpec parsed = BackendSpec::parse(spec);
+  const std::string name = parsed.to_string();
   if (auto it = r.by_spec.find(name); it != r.by_spec.end()) {
-    r.by_spec.emplace(spec, it->second);  // another spelling of one we have ("sim:24 GiB")
+    r.by_spec.emplace(spec, it->second);
     return it->second;
   }
   auto allocator =
-      std::make_shared<CachingAllocator>(std::move(backend), AllocatorConfig::from_env());
+      std::make_shared<CachingAllocator>(make_backend(parsed), AllocatorConfig::from_env());
   r.by_spec.emplace(name, allocator);
   r.by_spec.emplace(spec, allocator);
   r.canonical.push_back(name);
@@ -52,7 +54,8 @@ CachingAllocator* default_cuda_allocator(int device) {
             r.cuda[static_cast<std::size_t>(device)].load(std::memory_order_acquire))
       return a;
   }
-  CachingAllocator* a = default_allocator("cuda:" + std::to_string(device)).get();
+  const BackendSpec spec{.type = BackendSpec::Type::cuda, .device_index = device};
+  CachingAllocator* a = default_allocator(spec.to_string()).get();
   if (cacheable) r.cuda[static_cast<std::size_t>(device)].store(a, std::memory_order_release);
   return a;
 }

@@ -99,6 +99,7 @@ MEMSCOPE_EXPORT void memscope_torch_empty_cache() {
 
 MEMSCOPE_EXPORT void memscope_torch_set_memory_fraction(double fraction, int device) {
   memscope::CachingAllocator* allocator = memscope::python::hook_allocator(device);
-  const auto capacity = static_cast<double>(allocator->backend().capacity());
-  allocator->set_memory_limit(static_cast<std::size_t>(fraction * capacity));
+  // PyTorch lets 0 through; ConfigError (naming the fraction) propagates as malloc's errors do.
+  allocator->set_memory_limit(
+      memscope::memory_limit_from_fraction(fraction, allocator->backend().capacity()));
 }

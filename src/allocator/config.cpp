@@ -10,20 +10,27 @@
 #include <vector>
 
 #include "allocator/size_rules.hpp"
+#include "common/text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope {
 namespace {
 
+using detail::trim;
+
 constexpr std::string_view kKeys =
     "max_split_size, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
     "memory_limit";
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
+constexpr std::string_view kFractionRange = "(0, 1]";
+
+bool valid_fraction(double fraction) noexcept {
+  return fraction > 0.0 && fraction <= 1.0;
+}
+
+std::size_t scale(double fraction, std::size_t capacity) noexcept {
+  return static_cast<std::size_t>(fraction * static_cast<double>(capacity));
 }
 
 [[noreturn]] void fail(std::string_view key, std::string_view value, std::string_view allowed) {
@@ -135,8 +142,9 @@ void parse_roundup(std::string_view key, std::string_view value, AllocatorConfig
 }
 
 void parse_memory_limit(std::string_view key, std::string_view value, AllocatorConfig& config) {
-  constexpr std::string_view kAllowed =
-      "a fraction of the device's capacity in (0, 1] such as 0.8, or a size such as 12GiB";
+  const std::string allowed =
+      fmt::format("a fraction of the device's capacity in {} such as 0.8, or a size such as 12GiB",
+                  kFractionRange);
   const std::string_view v = trim(value);
   const bool has_unit = !v.empty() && std::isalpha(static_cast<unsigned char>(v.back()));
   if (has_unit) {
@@ -144,16 +152,16 @@ void parse_memory_limit(std::string_view key, std::string_view value, AllocatorC
     try {
       bytes = parse_size(v, key);
     } catch (const ConfigError&) {
-      fail(key, value, kAllowed);
+      fail(key, value, allowed);
     }
-    if (bytes == 0) fail(key, value, kAllowed);
+    if (bytes == 0) fail(key, value, allowed);
     config.memory_limit_bytes = bytes;
     config.memory_fraction = 1.0;
     return;
   }
   double fraction = 0;
-  if (!parse_double(v, fraction) || !(fraction > 0.0 && fraction <= 1.0)) {
-    fail(key, value, kAllowed);
+  if (!parse_double(v, fraction) || !valid_fraction(fraction)) {
+    fail(key, value, allowed);
   }
   config.memory_fraction = fraction;
   config.memory_limit_bytes = 0;
@@ -254,7 +262,19 @@ std::uint32_t AllocatorConfig::divisions_for(std::size_t size) const noexcept {
 
 std::size_t AllocatorConfig::memory_limit(std::size_t capacity) const noexcept {
   if (memory_limit_bytes != 0) return memory_limit_bytes;
-  return static_cast<std::size_t>(memory_fraction * static_cast<double>(capacity));
+  return scale(memory_fraction, capacity);  // parse() checked the fraction
+}
+
+std::size_t memory_limit_from_fraction(double fraction, std::size_t capacity) {
+  if (!valid_fraction(fraction)) {
+    const std::string value = fmt::format("{}", fraction);
+    throw ConfigError(
+        fmt::format("memory fraction {} is not in {}: give the share of the device's capacity "
+                    "this allocator may reserve, e.g. 0.8",
+                    value, kFractionRange),
+        "memory_fraction", value);
+  }
+  return scale(fraction, capacity);
 }
 
 }  // namespace memscope

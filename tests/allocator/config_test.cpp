@@ -2,7 +2,11 @@
 // to_string().
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cstdlib>
+#include <limits>
+#include <string>
 
 #include "memscope/config.hpp"
 #include "memscope/errors.hpp"
@@ -110,6 +114,36 @@ TEST(Config, EmptyEntryIsAnError) {
   EXPECT_THROW((void)AllocatorConfig::parse("max_split_size:256MiB,,memory_limit:0.5"),
                ConfigError);
   EXPECT_THROW((void)AllocatorConfig::parse("memory_limit:0.5,"), ConfigError);
+}
+
+TEST(Config, FractionToLimitIsOneRule) {
+  EXPECT_EQ(memory_limit_from_fraction(0.5, 8 * GiB), 4 * GiB);
+  EXPECT_EQ(memory_limit_from_fraction(1.0, 8 * GiB), 8 * GiB);
+  EXPECT_EQ(memory_limit_from_fraction(0.25, 1001), 250U);  // rounded down, as torch does
+  // memory_limit:<fraction> and the function agree, for any capacity.
+  for (const double fraction : {0.1, 0.3, 0.75, 0.9999}) {
+    const AllocatorConfig config = AllocatorConfig::parse(fmt::format("memory_limit:{}", fraction));
+    for (const std::size_t capacity : {std::size_t{1000}, 24 * GiB, std::size_t{80'000'000'000}}) {
+      EXPECT_EQ(config.memory_limit(capacity), memory_limit_from_fraction(fraction, capacity));
+    }
+  }
+}
+
+TEST(Config, FractionOutsideZeroToOneIsAnErrorNamingIt) {
+  for (const double fraction : {0.0, -0.5, 1.5, std::numeric_limits<double>::quiet_NaN(),
+                                std::numeric_limits<double>::infinity()}) {
+    try {
+      (void)memory_limit_from_fraction(fraction, 8 * GiB);
+      ADD_FAILURE() << "accepted " << fraction;
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "memory_fraction");
+      EXPECT_EQ(e.value(), fmt::format("{}", fraction));
+      EXPECT_NE(
+          std::string(e.what()).find(fmt::format("memory fraction {} is not in (0, 1]", fraction)),
+          std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 TEST(Config, FromEnvironment) {

@@ -1,7 +1,9 @@
 # Thin front door: the real build is CMake (CMakePresets.json). Every target bootstraps first.
+SHELL := /bin/bash
 JOBS ?= $(shell nproc)
 
-.PHONY: all bootstrap build demo test test-asan test-tsan bench fuzz format tidy clean
+.PHONY: all bootstrap build demo test test-asan test-tsan bench fuzz format format-check tidy \
+        lint-python lint clean
 
 all: build
 
@@ -34,19 +36,34 @@ bench: build
 	  --benchmark_out=build/bench-results-jemalloc.json --benchmark_out_format=json; fi
 	@python3 bench/summarize.py build/bench-results*.json > build/bench-summary.md
 
-# Each libFuzzer target for FUZZ_SECONDS (new inputs it finds go to build-fuzz/corpus-*).
+# Every libFuzzer target for FUZZ_SECONDS each (new inputs it finds go to build-fuzz/corpus-*).
+FUZZ_TARGETS := config size pickle
 FUZZ_SECONDS ?= 60
 fuzz: bootstrap
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz -j $(JOBS) --target fuzz_config fuzz_size
-	@for t in config size; do mkdir -p build-fuzz/corpus-$$t; \
-	  ./build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) build-fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
+	@cmake --build --preset fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@for t in $(FUZZ_TARGETS); do mkdir -p build-fuzz/corpus-$$t; log=build-fuzz/fuzz_$$t.log; \
+	  echo "fuzz_$$t: $(FUZZ_SECONDS) s (log: $$log)"; \
+	  if ! ./build-fuzz/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	       build-fuzz/corpus-$$t fuzz/corpus/$$t > $$log 2>&1; then tail -40 $$log; exit 1; fi; \
+	  grep -E "^(Done|stat::number_of_executed_units)" $$log; done
 
 format:
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
 
+# The checks CI runs besides the tests; each fails on the first finding.
+format-check: bootstrap
+	@git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
+
 tidy: build
-	@git ls-files 'src/*.cpp' | xargs clang-tidy -p build --quiet
+	@git ls-files 'src/*.cpp' | xargs -P $(JOBS) -n 4 clang-tidy -p build --quiet --warnings-as-errors='*' 2>&1 \
+	  | grep -v -E "^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$$|^Suppressed [0-9]+ warnings|^Use -header-filter|^Use -system-headers" ; \
+	  test $${PIPESTATUS[1]} -eq 0
+
+lint-python: build
+	@scripts/lint-python build/python
+
+lint: format-check tidy lint-python
 
 clean:
 	@rm -rf build build-asan build-tsan build-fuzz

@@ -13,24 +13,7 @@ current device: the current CUDA device when there is one, else the host.
 
 from __future__ import annotations
 
-from ._memscope import (
-    Allocator,
-    BackendError,
-    BackendUnavailableError,
-    Buffer,
-    ConfigError,
-    Error,
-    InvalidPointerError,
-    OutOfMemoryError,
-    PeakScope,
-    PeakValues,
-    TraceFormatError,
-    UsageError,
-    __version__,
-    format_bytes,
-    format_size_exact,
-    parse_size,
-)
+from . import host
 from ._api import (
     alloc,
     buffer,
@@ -58,8 +41,24 @@ from ._api import (
     set_device,
     set_per_process_memory_fraction,
 )
-from . import host
-
+from ._memscope import (
+    Allocator,
+    BackendError,
+    BackendUnavailableError,
+    Buffer,
+    ConfigError,
+    Error,
+    InvalidPointerError,
+    OutOfMemoryError,
+    PeakScope,
+    PeakValues,
+    TraceFormatError,
+    UsageError,
+    __version__,
+    format_bytes,
+    format_size_exact,
+    parse_size,
+)
 
 __all__ = [
     "Allocator", "Buffer", "PeakScope", "PeakValues",
@@ -71,7 +70,7 @@ __all__ = [
     "memory_stats", "memory_summary", "memory_snapshot", "mem_get_info", "device_memory_used",
     "list_gpu_processes", "gpu_processes", "set_per_process_memory_fraction",
     "cuda_is_available", "device_count", "current_device", "set_device", "default_allocator",
-    "format_bytes", "format_size_exact", "parse_size", "host",
+    "format_bytes", "format_size_exact", "parse_size", "host", "__version__",
 ]
 
 from ._tracking import (

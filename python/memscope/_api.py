@@ -185,7 +185,8 @@ def memory_summary(device: Device = None, abbreviated: bool = False) -> str:
 
 def memory_snapshot(device: Device = None) -> list[dict[str, Any]]:
     """The segments and their blocks, in torch.cuda.memory_snapshot()'s shape."""
-    return default_allocator(device).snapshot()["segments"]
+    segments: list[dict[str, Any]] = default_allocator(device).snapshot()["segments"]
+    return segments
 
 
 def set_per_process_memory_fraction(fraction: float, device: Device = None) -> None:

@@ -19,11 +19,15 @@ import contextlib
 import os
 import sys
 import threading
-from typing import Any, Iterable, Optional, TextIO, Union
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Optional, TextIO, Union
 
 from . import _memscope
 from ._api import Device, current_device, default_allocator
 from ._memscope import MemorySource, format_metrics_table, load_metrics, metrics_format
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["Tracker", "track", "default_tracker", "metrics_format", "log_metrics",
            "save_metrics", "load_metrics", "MemorySource", "host_source", "allocator_source",
@@ -75,7 +79,7 @@ def _default_gpu_source() -> Any:
     return allocator_source(device if device.startswith("cuda:") else "cuda:0", "gpu")
 
 
-def _sources(sources: Optional[Iterable[Any]], allocators: Optional[Iterable[Device]]) -> list:
+def _sources(sources: Optional[Iterable[Any]], allocators: Optional[Iterable[Device]]) -> list[Any]:
     if sources is not None:
         return list(sources)
     out: list[Any] = [host_source()]
@@ -89,14 +93,14 @@ def _sources(sources: Optional[Iterable[Any]], allocators: Optional[Iterable[Dev
 class _Stage(contextlib.ContextDecorator):
     """``with tracker.stage(name):`` and ``@tracker.stage(name)``."""
 
-    def __init__(self, tracker: "Tracker", name: str) -> None:
+    def __init__(self, tracker: Tracker, name: str) -> None:
         self._tracker, self.name = tracker, name
 
-    def __enter__(self) -> "_Stage":
+    def __enter__(self) -> Self:
         self._tracker.start(self.name)
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._tracker.stop(self.name)
 
     @property
@@ -183,7 +187,7 @@ class Tracker:
                     trainer_compat: bool = False) -> None:
         log_metrics(split, self.metrics, file=file, trainer_compat=trainer_compat)
 
-    def save_metrics(self, split: str, output_dir: Union[str, "os.PathLike[str]"] = ".",
+    def save_metrics(self, split: str, output_dir: Union[str, os.PathLike[str]] = ".",
                      combined: bool = True) -> None:
         save_metrics(split, self.metrics, output_dir, combined)
 
@@ -215,7 +219,7 @@ def log_metrics(split: str, metrics: dict[str, Any], file: Optional[TextIO] = No
 
 
 def save_metrics(split: str, metrics: dict[str, Any],
-                 output_dir: Union[str, "os.PathLike[str]"] = ".", combined: bool = True) -> None:
+                 output_dir: Union[str, os.PathLike[str]] = ".", combined: bool = True) -> None:
     """Writes {split}_results.json and merges into all_results.json (atomically, keeping keys
     already there)."""
     _memscope.save_metrics(split, metrics, output_dir, combined)

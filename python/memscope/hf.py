@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 try:
     from transformers import TrainerCallback
@@ -40,9 +41,10 @@ logger = logging.getLogger("memscope.hf")
 # Where the Trainer's TrainerMemoryTracker puts each method's numbers.
 _STAGES = {"train": "train", "evaluate": "eval", "predict": "test"}
 _PENDING = "prediction"  # callback-only mode: eval or test is known only when it ends
+_Metrics = dict[str, Any]
 
 
-def _metrics_of(result: Any) -> Optional[dict]:
+def _metrics_of(result: Any) -> Optional[_Metrics]:
     """The metrics dict inside what train() / evaluate() / predict() return."""
     if isinstance(result, dict):
         return result
@@ -71,7 +73,7 @@ class MemoryMetricsCallback(TrainerCallback):
 
     # Exact mode ---------------------------------------------------------------------------
 
-    def attach(self, trainer: Any) -> "MemoryMetricsCallback":
+    def attach(self, trainer: Any) -> MemoryMetricsCallback:
         """Wraps trainer.train / evaluate / predict with stages and adds this callback."""
         if self._trainer is not None:
             raise RuntimeError("this MemoryMetricsCallback is already attached to a trainer")
@@ -97,12 +99,12 @@ class MemoryMetricsCallback(TrainerCallback):
 
         return run
 
-    def _report(self, stage: str, returned: Optional[dict], state: Any = None) -> None:
+    def _report(self, stage: str, returned: Optional[_Metrics], state: Any = None) -> None:
         metrics: dict[str, Any] = {}
         self.tracker.update_metrics(stage, metrics)
         self._publish(metrics, returned, state)
 
-    def _publish(self, metrics: dict[str, Any], returned: Optional[dict], state: Any) -> None:
+    def _publish(self, metrics: dict[str, Any], returned: Optional[_Metrics], state: Any) -> None:
         self.last_metrics = dict(metrics)
         if returned is not None:
             returned.update(metrics)
@@ -131,7 +133,7 @@ class MemoryMetricsCallback(TrainerCallback):
             self.tracker.start(_PENDING)
             self._pending = True
 
-    def _finish_prediction(self, stage: str, state: Any, returned: Optional[dict]) -> None:
+    def _finish_prediction(self, stage: str, state: Any, returned: Optional[_Metrics]) -> None:
         if self._trainer is not None or not self._pending:
             return
         self._pending = False
@@ -143,10 +145,10 @@ class MemoryMetricsCallback(TrainerCallback):
                    for k, v in raw.items()}
         self._publish(metrics, returned, state)
 
-    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Optional[dict] = None,
+    def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Optional[_Metrics] = None,
                     **kwargs: Any) -> None:
         self._finish_prediction("eval", state, metrics)
 
-    def on_predict(self, args: Any, state: Any, control: Any, metrics: Optional[dict] = None,
+    def on_predict(self, args: Any, state: Any, control: Any, metrics: Optional[_Metrics] = None,
                    **kwargs: Any) -> None:
         self._finish_prediction("test", state, metrics)

@@ -1,6 +1,5 @@
 // A tracker source (memory_source.hpp) for GPU memory as the driver sees it: what nvidia-smi
 // lists for this process, or the device's used memory, polled through NVML.
-#include <algorithm>
 #include <string>
 
 #include "common/proc_status.hpp"
@@ -8,6 +7,7 @@
 #include "memscope/errors.hpp"
 #include "memscope/memory_source.hpp"
 #include "probes/nvml/peak_sampler.hpp"
+#include "probes/nvml/sampled_window.hpp"
 
 namespace memscope {
 namespace {
@@ -17,41 +17,6 @@ namespace {
 bool in_child_pid_namespace() {
   return detail::self_namespace_pids().size() > 1;
 }
-
-using Reading = MemorySource::Reading;
-
-class NvmlWindow final : public MemorySource::Window {
- public:
-  NvmlWindow(std::shared_ptr<detail::PeakSampler> sampler, std::int64_t begin)
-      : sampler_(std::move(sampler)), slot_(sampler_->open(begin)), begin_(begin) {}
-  ~NvmlWindow() override { (void)finish(); }
-
-  [[nodiscard]] std::int64_t begin() const noexcept override { return begin_; }
-
-  Reading close() noexcept override { return finish(); }
-
- private:
-  // Non-virtual, so the destructor can close the window too.
-  Reading finish() noexcept {
-    if (closed_) return final_;
-    closed_ = true;
-    std::int64_t current = slot_->peak;  // if the last reading fails, the best we know
-    try {
-      current = sampler_->read();
-    } catch (...) {
-      current = begin_;
-    }
-    const std::int64_t peak = sampler_->close(slot_, current);
-    final_ = {current, std::max({peak, current, begin_})};
-    return final_;
-  }
-
-  std::shared_ptr<detail::PeakSampler> sampler_;
-  std::shared_ptr<detail::PeakSampler::Slot> slot_;
-  std::int64_t begin_;
-  bool closed_ = false;
-  Reading final_{};
-};
 
 class NvmlSource final : public MemorySource {
  public:
@@ -76,7 +41,7 @@ class NvmlSource final : public MemorySource {
   [[nodiscard]] std::string mode() const override { return mode_; }
   [[nodiscard]] std::int64_t current() const override { return sampler_->read(); }
   [[nodiscard]] std::unique_ptr<Window> open_window() override {
-    return std::make_unique<NvmlWindow>(sampler_, sampler_->read());
+    return std::make_unique<detail::SampledWindow>(sampler_, sampler_->read());
   }
 
  private:

@@ -17,7 +17,7 @@ PeakSampler::~PeakSampler() {
 }
 
 std::shared_ptr<PeakSampler::Slot> PeakSampler::open(std::int64_t begin) {
-  auto slot = std::make_shared<Slot>(Slot{begin});
+  auto slot = std::make_shared<Slot>(begin);
   {
     const std::lock_guard lock(mutex_);
     open_.push_back(slot);
@@ -29,8 +29,8 @@ std::shared_ptr<PeakSampler::Slot> PeakSampler::open(std::int64_t begin) {
 std::int64_t PeakSampler::close(const std::shared_ptr<Slot>& slot, std::int64_t last) noexcept {
   const std::lock_guard lock(mutex_);
   open_.erase(std::remove(open_.begin(), open_.end(), slot), open_.end());
-  slot->peak = std::max(slot->peak, last);
-  return slot->peak;
+  slot->peak_ = std::max(slot->peak_, last);
+  return slot->peak_;
 }
 
 void PeakSampler::run() {
@@ -48,7 +48,7 @@ void PeakSampler::run() {
     }
     lock.lock();
     if (ok) {
-      for (const auto& slot : open_) slot->peak = std::max(slot->peak, value);
+      for (const auto& slot : open_) slot->peak_ = std::max(slot->peak_, value);
     }
     wake_.wait_for(lock, interval_, [this] { return stop_; });
   }

@@ -22,8 +22,15 @@ namespace memscope::detail {
 
 class PeakSampler {
  public:
-  struct Slot {
-    std::int64_t peak = 0;
+  // One window's peak. Opaque: the sampler's thread writes it under the sampler's lock, so
+  // only the sampler reads it (close() returns it).
+  class Slot {
+   public:
+    explicit Slot(std::int64_t begin) : peak_(begin) {}
+
+   private:
+    friend class PeakSampler;
+    std::int64_t peak_;
   };
 
   PeakSampler(std::function<std::int64_t()> read, std::chrono::microseconds interval);

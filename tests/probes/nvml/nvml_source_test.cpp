@@ -3,12 +3,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <thread>
+#include <vector>
 
 #include "memscope/device_probe.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/memory_source.hpp"
 #include "probes/nvml/peak_sampler.hpp"
+#include "probes/nvml/sampled_window.hpp"
 
 namespace {
 
@@ -63,6 +66,45 @@ TEST(PeakSampler, ReadingsThatThrowAreSkipped) {
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(sampler.close(slot, 1), 7);
   EXPECT_GT(calls.load(), 2);
+}
+
+// The NVML source's windows are SampledWindows over its PeakSampler. Closing one while the
+// sampler's thread raises its peak must not touch the peak outside the sampler's lock (it once
+// did: a data race ThreadSanitizer reports). Here a fast, flaky reading stands in for NVML, so
+// the concurrent path runs on any machine; under the tsan preset a race fails the test.
+TEST(SampledWindow, ClosesWhileTheSamplerRaisesItsPeakFromManyThreads) {
+  std::atomic<std::int64_t> value{0};
+  std::atomic<int> calls{0};
+  auto sampler = std::make_shared<memscope::detail::PeakSampler>(
+      [&]() -> std::int64_t {
+        if (++calls % 5 == 0) throw memscope::BackendError("flaky");  // a failing last reading
+        return value.fetch_add(1) + 1;
+      },
+      1us);
+  constexpr int kThreads = 4;
+  constexpr int kWindows = 50;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < kWindows; ++i) {
+        const std::int64_t begin = value.load();
+        memscope::detail::SampledWindow window(sampler, begin);
+        // Let the sampler's thread write this window's peak at least twice before closing.
+        const int seen = calls.load();
+        const auto deadline = std::chrono::steady_clock::now() + 1s;
+        while (calls.load() < seen + 2 && std::chrono::steady_clock::now() < deadline) {
+          std::this_thread::yield();
+        }
+        const memscope::MemorySource::Reading r = window.close();
+        if (window.begin() != begin || r.peak < r.current || r.peak < begin) ++bad;
+        if (window.close().peak != r.peak) ++bad;  // closing again returns the same reading
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(calls.load(), kThreads * kWindows);
 }
 
 }  // namespace

@@ -10,45 +10,50 @@
 
 #include <nanobind/stl/string.h>
 
+#include <array>
 #include <mutex>
 
 #include "bindings.hpp"
+#include "memscope/errors.hpp"
 #include "sources.hpp"
 
 namespace memscope::python {
 namespace {
 
-// The three callables as a CascadePeak counter.
+// The three callables as a CascadePeak counter. They are only touched with the GIL held.
 class PyCounter {
  public:
   PyCounter(nb::object current, nb::object peak, nb::object reset_peak)
-      : current_(std::move(current)), peak_(std::move(peak)), reset_peak_(std::move(reset_peak)) {}
+      : callables_{std::move(current), std::move(peak), std::move(reset_peak)} {}
   PyCounter(PyCounter&&) noexcept = default;
   PyCounter& operator=(PyCounter&&) = delete;
   PyCounter(const PyCounter&) = delete;
   PyCounter& operator=(const PyCounter&) = delete;
   ~PyCounter() {
-    drop_reference(current_);
-    drop_reference(peak_);
-    drop_reference(reset_peak_);
+    for (nb::object& f : callables_) drop_reference(f);
   }
 
-  std::int64_t current() { return call(current_); }
-  std::int64_t peak() { return call(peak_); }
-  void reset_peak() {
-    nb::gil_scoped_acquire gil;
-    reset_peak_();
-  }
+  std::int64_t current() { return nb::cast<std::int64_t>(call(0)); }
+  std::int64_t peak() { return nb::cast<std::int64_t>(call(1)); }
+  void reset_peak() { (void)call(2); }
+
+  // For the garbage collector (see bind_cascade): the callables may refer back to the Python
+  // object that owns this counter (a lambda's globals hold it), a cycle only it can break.
+  std::array<nb::object, 3>& callables() noexcept { return callables_; }
 
  private:
-  static std::int64_t call(const nb::object& f) {
+  nb::object call(std::size_t which) {
     nb::gil_scoped_acquire gil;
-    return nb::cast<std::int64_t>(f());
+    const nb::object& f = callables_[which];
+    if (!f.is_valid()) {
+      throw UsageError(
+          "memscope: this CascadeSource's callables were released by the garbage collector, "
+          "with its Python object; keep the CascadeSource alive while a tracker uses it");
+    }
+    return f();
   }
 
-  nb::object current_;
-  nb::object peak_;
-  nb::object reset_peak_;
+  std::array<nb::object, 3> callables_;  // current, peak, reset_peak
 };
 
 using Cascade = CascadePeak<PyCounter>;
@@ -111,6 +116,9 @@ class CascadeSource final : public MemorySource {
     const std::lock_guard lock(state_->mutex);
     return state_->cascade.counter().current();
   }
+  [[nodiscard]] std::array<nb::object, 3>& callables() noexcept {
+    return state_->cascade.counter().callables();
+  }
   [[nodiscard]] std::unique_ptr<Window> open_window() override {
     auto node = std::make_unique<Cascade::Window>();
     std::int64_t begin = 0;
@@ -126,13 +134,38 @@ class CascadeSource final : public MemorySource {
   std::shared_ptr<CascadeState> state_;
 };
 
-struct PyCascadeSource : PySourceHandle {};
+struct PyCascadeSource : PySourceHandle {
+  CascadeSource* cascade = nullptr;  // owned through `source`
+};
+
+// Garbage-collector support: the callables count as references of the Python object.
+int cascade_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(Py_TYPE(self));
+  if (!nb::inst_ready(self)) return 0;
+  auto* source = nb::inst_ptr<PyCascadeSource>(self);
+  if (source->cascade == nullptr) return 0;
+  for (const nb::object& f : source->cascade->callables()) Py_VISIT(f.ptr());
+  return 0;
+}
+
+int cascade_clear(PyObject* self) {
+  if (!nb::inst_ready(self)) return 0;
+  auto* source = nb::inst_ptr<PyCascadeSource>(self);
+  if (source->cascade != nullptr) {
+    for (nb::object& f : source->cascade->callables()) f.reset();
+  }
+  return 0;
+}
+
+PyType_Slot cascade_slots[] = {{Py_tp_traverse, reinterpret_cast<void*>(cascade_traverse)},
+                               {Py_tp_clear, reinterpret_cast<void*>(cascade_clear)},
+                               {0, nullptr}};
 
 }  // namespace
 
 void bind_cascade(nb::module_& m) {
   nb::class_<PyCascadeSource, PySourceHandle>(
-      m, "CascadeSource",
+      m, "CascadeSource", nb::type_slots(cascade_slots),
       "A Tracker source over a counter with one resettable peak (current(), peak(), "
       "reset_peak()), exact for nested and overlapping stages by the cascade rule: each window "
       "opening folds the peak so far into the innermost open window, then resets it. Exact as "
@@ -145,8 +178,9 @@ void bind_cascade(nb::module_& m) {
             CascadeSource::Description d{std::move(name), parse_kind(kind), std::move(mode),
                                          available, std::move(reason)};
             PyCounter counter(std::move(current), std::move(peak), std::move(reset_peak));
-            new (self) PyCascadeSource{
-                {std::make_shared<CascadeSource>(std::move(d), std::move(counter))}};
+            auto source = std::make_shared<CascadeSource>(std::move(d), std::move(counter));
+            CascadeSource* cascade = source.get();
+            new (self) PyCascadeSource{{std::move(source)}, cascade};
           },
           nb::kw_only(), nb::arg("name"), nb::arg("kind"), nb::arg("mode"), nb::arg("current"),
           nb::arg("peak"), nb::arg("reset_peak"), nb::arg("available") = true,

@@ -3,7 +3,9 @@ tracker's tolerances for host memory."""
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 
 import numpy as np
 import pytest
@@ -206,6 +208,68 @@ def test_python_source_with_cascade_peaks() -> None:
     assert m["inner_mem_gpu_peaked_delta"] == 50 - 30 and m["inner_mem_gpu_alloc_delta"] == 20
     assert m["late_mem_gpu_peaked_delta"] == 70 and m["late_mem_gpu_alloc_delta"] == -20
     assert m["outer_mem_gpu_mode"] == "fake counter"
+
+
+def test_cascade_source_subclass_and_callback_errors() -> None:
+    """As memscope.torch.TorchCudaSource does: a Python subclass of the bound CascadeSource. A
+    callback that fails while a window opens fails start(); one that fails while it closes is
+    reported as unraisable and the window still closes, so the stack stays consistent."""
+    state = {"value": 5, "peak": 5, "fail_peak": False}
+
+    def peak() -> int:
+        if state["fail_peak"]:
+            raise RuntimeError("counter gone")
+        return state["peak"]
+
+    class Fake(CascadeSource):
+        def __init__(self) -> None:
+            super().__init__(name="fake", kind="gpu", mode="fake", current=lambda: state["value"],
+                             peak=peak, reset_peak=lambda: state.update(peak=state["value"]))
+
+    src = Fake()
+    assert isinstance(src, memscope.MemorySource) and src.current() == 5 and src.name == "fake"
+    t = memscope.Tracker([src], implicit_init=False)
+    t.start("a")
+    state.update(value=50, peak=50)
+    state["fail_peak"] = True
+    with pytest.raises(RuntimeError, match="counter gone"):
+        t.start("b")  # opening b folds a's peak first: the counter fails
+    unraisable: list[BaseException | None] = []
+    hook = sys.unraisablehook
+    # Only the exception is kept: the hook's argument is not tracked by the garbage collector,
+    # so keeping it would leak the cycle it forms with this frame.
+    sys.unraisablehook = lambda args: unraisable.append(args.exc_value)
+    try:
+        t.stop("a")
+    finally:
+        sys.unraisablehook = hook
+    assert len(unraisable) == 1 and "counter gone" in str(unraisable[0])
+    assert t.metrics["a_mem_gpu_alloc_delta"] == 45
+    state["fail_peak"] = False
+    with t.stage("c"):  # the stack is usable again
+        state.update(value=80, peak=80)
+        state["value"] = 60
+    assert t.metrics["c_mem_gpu_peaked_delta"] == 20
+
+
+def test_cascade_source_in_a_reference_cycle_is_collected() -> None:
+    """A CascadeSource whose callables refer back to it (a lambda whose scope holds the source)
+    is freed by the garbage collector, not leaked through the C++ side."""
+    freed = []
+
+    class Marker:
+        def __del__(self) -> None:
+            freed.append(True)
+
+    def make() -> None:
+        scope: dict = {"marker": Marker()}
+        scope["source"] = CascadeSource(name="cycle", kind="gpu", mode="m",
+                                        current=lambda: len(scope), peak=lambda: len(scope),
+                                        reset_peak=lambda: None)
+
+    make()
+    gc.collect()
+    assert freed == [True]
 
 
 def test_formatting_and_files(tmp_path, sim: memscope.Allocator, capsys) -> None:

@@ -12,7 +12,7 @@ SimulatedBackend::SimulatedBackend(std::size_t capacity_bytes)
     : capacity_(capacity_bytes), next_address_(kFirstAddress) {}
 
 std::string SimulatedBackend::name() const {
-  return "sim:" + format_size_exact(capacity_);
+  return BackendSpec{.type = BackendSpec::Type::simulated, .capacity = capacity_}.to_string();
 }
 
 std::size_t SimulatedBackend::free_bytes() const {

@@ -54,7 +54,8 @@ struct CudaBackend::State {
 CudaBackend::CudaBackend(int device_index) : state_(std::make_unique<State>()) {
   detail::OpenedDevice opened = detail::open_cuda_device(device_index);  // throws if unavailable
   const CudaDriver& driver = *opened.driver;
-  const std::string label = "cuda:" + std::to_string(device_index);
+  const std::string label =
+      BackendSpec{.type = BackendSpec::Type::cuda, .device_index = device_index}.to_string();
   std::size_t total = 0;
   check_cuda(driver, driver.cuDeviceTotalMem(&total, opened.device), label + ": cuDeviceTotalMem");
   cu::CUcontext context = nullptr;
@@ -80,7 +81,7 @@ CudaBackend::~CudaBackend() noexcept {
 }
 
 std::string CudaBackend::name() const {
-  return "cuda:" + std::to_string(state_->index);
+  return BackendSpec{.type = BackendSpec::Type::cuda, .device_index = state_->index}.to_string();
 }
 
 std::size_t CudaBackend::capacity() const {

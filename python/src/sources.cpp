@@ -117,9 +117,7 @@ class OwningAllocatorSource final : public MemorySource {
 
 void drop_reference(nb::object& object) noexcept {
   if (!object.is_valid()) return;
-  // During interpreter shutdown Py_IsInitialized() is already false while references can still
-  // be dropped (the module's objects are torn down then); nanobind knows when that ends.
-  if (!nb::is_alive()) {
+  if (!Py_IsInitialized()) {
     (void)object.release();
     return;
   }
@@ -128,7 +126,7 @@ void drop_reference(nb::object& object) noexcept {
 }
 
 void report_unraisable(const std::exception_ptr& error, const char* context) noexcept {
-  if (!error || !nb::is_alive()) return;
+  if (!error || !Py_IsInitialized()) return;
   nb::gil_scoped_acquire gil;
   try {
     std::rethrow_exception(error);

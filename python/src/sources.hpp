@@ -22,7 +22,7 @@ struct PySourceHandle {
 // reason, mode, current() and open_window() -> object with begin and close() -> (current, peak).
 [[nodiscard]] std::shared_ptr<MemorySource> to_source(nb::handle object);
 
-// Drops a Python reference with the GIL held; leaks it once the interpreter is gone.
+// Drops a Python reference with the GIL held; leaks it if the interpreter is already gone.
 void drop_reference(nb::object& object) noexcept;
 // Reports `error` (if any) from a place that must not throw, such as a window's close(): a
 // Python exception as "unraisable" (sys.unraisablehook), a C++ one as a RuntimeWarning.

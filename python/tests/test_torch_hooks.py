@@ -64,6 +64,46 @@ def test_torch_source_needs_torch() -> None:
     assert mt.library_path() == memscope._memscope.__file__
 
 
+def test_torch_source_cascades_pytorchs_one_peak_counter() -> None:
+    """memscope.torch.torch_source() over a stand-in for torch.cuda's counters (one allocated
+    value and one resettable peak, as PyTorch keeps per device), in a fresh process so the
+    stand-in never meets a real torch: nested stages are exact through the C++ cascade rule."""
+    script = textwrap.dedent("""
+        import sys, types
+        counters = {"allocated": 0, "peak": 0, "resets": 0}
+        def allocate(n):
+            counters["allocated"] += n
+            counters["peak"] = max(counters["peak"], counters["allocated"])
+        def reset(device):
+            counters["peak"] = counters["allocated"]
+            counters["resets"] += 1
+        cuda = types.SimpleNamespace(
+            is_available=lambda: True, current_device=lambda: 0,
+            memory_allocated=lambda device: counters["allocated"],
+            max_memory_allocated=lambda device: counters["peak"],
+            reset_peak_memory_stats=reset)
+        sys.modules["torch"] = types.SimpleNamespace(cuda=cuda)
+        import memscope, memscope.torch as mt
+        src = mt.torch_source()
+        assert src is mt.torch_source(0) and isinstance(src, memscope.MemorySource)
+        assert src.name == "torch.cuda:0" and src.kind == "gpu" and src.available
+        t = memscope.Tracker([src], implicit_init=False)
+        with t.stage("train"):
+            allocate(100); allocate(-100)
+            with t.stage("eval"):  # resets PyTorch's peak: train's 100 must survive
+                allocate(30); allocate(-20)
+        m = t.metrics
+        assert m["train_mem_gpu_peaked_delta"] == 100 - 10, m
+        assert m["eval_mem_gpu_peaked_delta"] == 30 - 10, m
+        assert counters["resets"] == 2
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("ok")
+
+
 @pytest.mark.gpu
 def test_pytorch_model_with_memscope_as_allocator(tmp_path) -> None:
     """A small model's forward/backward with memscope allocating for PyTorch: statistics agree

@@ -33,24 +33,33 @@ class PyCounter {
     for (nb::object& f : callables_) drop_reference(f);
   }
 
-  std::int64_t current() { return nb::cast<std::int64_t>(call(0)); }
-  std::int64_t peak() { return nb::cast<std::int64_t>(call(1)); }
-  void reset_peak() { (void)call(2); }
+  std::int64_t current() {
+    nb::gil_scoped_acquire gil;  // held until the result is converted and released
+    return nb::cast<std::int64_t>(callable(0)());
+  }
+  std::int64_t peak() {
+    nb::gil_scoped_acquire gil;
+    return nb::cast<std::int64_t>(callable(1)());
+  }
+  void reset_peak() {
+    nb::gil_scoped_acquire gil;
+    (void)callable(2)();
+  }
 
   // For the garbage collector (see bind_cascade): the callables may refer back to the Python
   // object that owns this counter (a lambda's globals hold it), a cycle only it can break.
   std::array<nb::object, 3>& callables() noexcept { return callables_; }
 
  private:
-  nb::object call(std::size_t which) {
-    nb::gil_scoped_acquire gil;
+  // The GIL must be held.
+  const nb::object& callable(std::size_t which) const {
     const nb::object& f = callables_[which];
     if (!f.is_valid()) {
       throw UsageError(
           "memscope: this CascadeSource's callables were released by the garbage collector, "
           "with its Python object; keep the CascadeSource alive while a tracker uses it");
     }
-    return f();
+    return f;
   }
 
   std::array<nb::object, 3> callables_;  // current, peak, reset_peak

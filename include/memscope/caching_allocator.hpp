@@ -77,6 +77,13 @@ class CachingAllocator {
   void reset_accumulated_stats();
   [[nodiscard]] std::string memory_summary() const;
   [[nodiscard]] Snapshot snapshot() const;
+  // Checks every invariant of the allocator's bookkeeping (blocks tile their segments, the
+  // cache holds exactly the free blocks, statistics match the blocks...) and throws
+  // InternalError naming the broken one and the block or segment. Costs O(n log n) in the
+  // blocks: for tests and debugging. Builds without NDEBUG, or with the CMake option
+  // MEMSCOPE_VALIDATE=ON, run it after every allocate, free and empty_cache (a broken
+  // invariant then ends the program from deallocate(), which cannot throw).
+  void validate() const;
 
   // Opens a peak window; see peak_scope.hpp.
   [[nodiscard]] PeakScope peak_scope();

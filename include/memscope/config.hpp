@@ -10,6 +10,10 @@
 //   garbage_collection_threshold:<f>   0 < f < 1: when reserved exceeds f x the memory limit,
 //                                      release the oldest cached segments first
 //   memory_limit:<fraction or size>    0 < fraction <= 1 of capacity, or a size ("12GiB")
+//   poison_freed:<true|false>          in AddressSanitizer builds, cached blocks of host memory
+//                                      are poisoned until handed out again, so a use after
+//                                      free aborts with "use-after-poison"; no effect (and no
+//                                      cost) in other builds and on sim and cuda backends
 // Errors: parse() throws ConfigError naming the key, the value and what is allowed, for
 // unknown keys, malformed values, duplicates and empty entries. Pure; thread-safe.
 #pragma once
@@ -33,6 +37,7 @@ struct AllocatorConfig {
   double garbage_collection_threshold = 0.0;                                // 0: off
   double memory_fraction = 1.0;  // of the backend's capacity; used when memory_limit_bytes is 0
   std::size_t memory_limit_bytes = 0;  // 0: no absolute limit
+  bool poison_freed = false;           // ASan builds, host backend: poison cached blocks
 
   [[nodiscard]] static AllocatorConfig parse(std::string_view text);
   // Parses MEMSCOPE_ALLOC_CONF, or returns the defaults when it is unset or empty.

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace memscope {
 
@@ -75,6 +76,20 @@ class InvalidPointerError : public Error {
 class TraceFormatError : public Error {
  public:
   using Error::Error;
+};
+
+// The allocator's own bookkeeping is inconsistent (a bug in memscope, or memory corrupted by
+// the program): thrown by CachingAllocator::validate(). invariant() names the broken rule
+// ("tiling", "free-bins", "pointer-map", "statistics"...); the message also names the block or
+// segment.
+class InternalError : public Error {
+ public:
+  InternalError(const std::string& message, std::string invariant)
+      : Error(message), invariant_(std::move(invariant)) {}
+  [[nodiscard]] const std::string& invariant() const noexcept { return invariant_; }
+
+ private:
+  std::string invariant_;
 };
 
 // The API was used out of order (e.g. stopping a stage that was never started).

@@ -5,6 +5,17 @@
 
 #include "allocator/size_rules.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMSCOPE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMSCOPE_ASAN 1
+#endif
+#endif
+#ifdef MEMSCOPE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace memscope {
 
 using detail::Block;
@@ -19,6 +30,11 @@ std::size_t pool_index(bool small) {
 std::int64_t signed_size(std::size_t n) {
   return static_cast<std::int64_t>(n);
 }
+#ifdef MEMSCOPE_ASAN
+constexpr bool kAsan = true;
+#else
+constexpr bool kAsan = false;
+#endif
 }  // namespace
 
 void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
@@ -34,6 +50,7 @@ void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) n
 AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
     : backend_(backend),
       config_(config),
+      poison_(kAsan && config.poison_freed && backend.memory_kind() == MemoryKind::host),
       memory_limit_(config.memory_limit(backend.capacity())),
       rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
                                        config.roundup_power2_divisions.end(),
@@ -55,10 +72,27 @@ AllocatorCore::~AllocatorCore() noexcept {
       delete b;
       b = next;
     }
+    poison(s->base, s->size, false);
     backend_.release(reinterpret_cast<void*>(s->base),
                      s->size);  // NOLINT(performance-no-int-to-ptr)
     delete s;
   }
+}
+
+void AllocatorCore::poison(std::uintptr_t address, std::size_t size, bool on) const noexcept {
+#ifdef MEMSCOPE_ASAN
+  if (!poison_) return;
+  void* const p = reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+  if (on) {
+    ASAN_POISON_MEMORY_REGION(p, size);
+  } else {
+    ASAN_UNPOISON_MEMORY_REGION(p, size);
+  }
+#else
+  (void)address;
+  (void)size;
+  (void)on;
+#endif
 }
 
 PeakScope::Windows::Values AllocatorCore::peak_counters() const noexcept {
@@ -184,9 +218,11 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
     block->size = rounded;
     rest->cached_at = clock_;
     block->segment->bins->insert(rest);
+    poison(rest->address, rest->size);  // a fresh segment's remainder was never poisoned
     increase(stats_.inactive_split, small, 1);
     increase(stats_.inactive_split_bytes, small, signed_size(rest->size));
   }
+  poison(block->address, block->size, false);
   block->allocated = true;
   block->requested_size = requested;
   increase(stats_.allocation, small, 1);
@@ -260,6 +296,7 @@ void AllocatorCore::cache_block(Block* block) noexcept {
     split_bytes += signed_size(block->size);
   }
   bins.insert(block);
+  poison(block->address, block->size);
   if (split_blocks > 0) increase(stats_.inactive_split, small, split_blocks);
   if (split_blocks < 0) decrease(stats_.inactive_split, small, -split_blocks);
   if (split_bytes > 0) increase(stats_.inactive_split_bytes, small, split_bytes);
@@ -272,6 +309,7 @@ void AllocatorCore::cache_block(Block* block) noexcept {
 void AllocatorCore::release_segment(Block* block) noexcept {
   Segment* segment = block->segment;
   segment->bins->remove(block);
+  poison(segment->base, segment->size, false);
   backend_.release(reinterpret_cast<void*>(segment->base), segment->size);  // NOLINT
   const bool small = segment->small_pool;
   decrease(stats_.segment, small, 1);

@@ -43,6 +43,12 @@ class AllocatorCore {
   void reset_accumulated_stats() noexcept { stats_.reset_accumulated(); }
   void count_invalid_free() noexcept { ++stats_.num_invalid_frees; }
   [[nodiscard]] Snapshot snapshot() const;
+  // Checks every invariant of the bookkeeping (listed in core_validate.cpp): segments tiled
+  // exactly by their blocks, free bins holding exactly the cached blocks, the pointer map
+  // exactly the allocated ones, statistics equal to what the blocks say. Throws InternalError
+  // naming the broken invariant and the block or segment. O(n log n) in the blocks: for tests
+  // and debug builds, never on the hot path of a release build.
+  void validate() const;
 
   [[nodiscard]] PeakScope::Windows& peak_windows() noexcept { return windows_; }
   [[nodiscard]] PeakScope::Windows::Values peak_counters() const noexcept;
@@ -81,13 +87,22 @@ class AllocatorCore {
   void synchronize_events() noexcept;
   [[nodiscard]] EventId acquire_event();
   void observe_peaks() noexcept { windows_.observe(peak_counters()); }
+  // The segments and blocks of snapshot(), without the backend and settings strings.
+  [[nodiscard]] Snapshot layout() const;
+  // poison_freed: cached blocks of host memory are poisoned for AddressSanitizer (on) and
+  // unpoisoned when handed out or released (off); no-ops in builds without ASan, without the
+  // setting, and for backends whose memory the CPU cannot address.
+  void poison(std::uintptr_t address, std::size_t size, bool on = true) const noexcept;
 
   // Per-pool statistics updates: `small` selects small_pool or large_pool besides all.
   static void increase(StatArray& stat, bool small, std::int64_t amount) noexcept;
   static void decrease(StatArray& stat, bool small, std::int64_t amount) noexcept;
 
+  friend class AllocatorCoreTestAccess;  // tests/allocator/validate_test.cpp breaks invariants
+
   Backend& backend_;
   AllocatorConfig config_;
+  bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
   MemoryStats stats_;

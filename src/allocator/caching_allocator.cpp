@@ -6,6 +6,21 @@
 #include "allocator/reports.hpp"
 
 namespace memscope {
+namespace {
+
+// Debug builds (or MEMSCOPE_VALIDATE) check every invariant after every change; release
+// builds compile the check away.
+#if defined(MEMSCOPE_VALIDATE) || !defined(NDEBUG)
+constexpr bool kValidateEachChange = true;
+#else
+constexpr bool kValidateEachChange = false;
+#endif
+
+void validate_if_debug(const AllocatorCore& core) {
+  if constexpr (kValidateEachChange) core.validate();
+}
+
+}  // namespace
 
 CachingAllocator::CachingAllocator(std::shared_ptr<Backend> backend, const AllocatorConfig& config)
     : backend_(std::move(backend)), config_(config) {
@@ -21,7 +36,11 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   std::vector<OomObserver> observers;
   {
     const std::lock_guard lock(mutex_);
-    if (void* p = core_->allocate(bytes, stream, figures)) return p;
+    if (void* p = core_->allocate(bytes, stream, figures)) {
+      validate_if_debug(*core_);
+      return p;
+    }
+    validate_if_debug(*core_);  // the failed attempt released every cached segment
     observers = oom_observers_;
   }
   // Observers run without the lock, so they may inspect or free memory of this allocator.
@@ -34,7 +53,10 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
 bool CachingAllocator::try_deallocate(void* ptr) noexcept {
   if (ptr == nullptr) return true;
   const std::lock_guard lock(mutex_);
-  if (core_->deallocate(ptr)) return true;
+  if (core_->deallocate(ptr)) {
+    validate_if_debug(*core_);
+    return true;
+  }
   core_->count_invalid_free();
   return false;
 }
@@ -65,7 +87,14 @@ CachingAllocator::Allocation CachingAllocator::lookup(const void* ptr) const {
 
 std::size_t CachingAllocator::empty_cache() {
   const std::lock_guard lock(mutex_);
-  return core_->empty_cache();
+  const std::size_t released = core_->empty_cache();
+  validate_if_debug(*core_);
+  return released;
+}
+
+void CachingAllocator::validate() const {
+  const std::lock_guard lock(mutex_);
+  core_->validate();
 }
 
 MemoryStats CachingAllocator::stats() const {

@@ -21,7 +21,7 @@ using detail::trim;
 
 constexpr std::string_view kKeys =
     "max_split_size, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
-    "memory_limit";
+    "memory_limit, poison_freed";
 
 constexpr std::string_view kFractionRange = "(0, 1]";
 
@@ -206,6 +206,9 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
       config.garbage_collection_threshold = t;
     } else if (key == "memory_limit") {
       parse_memory_limit(key, value, config);
+    } else if (key == "poison_freed") {
+      if (value != "true" && value != "false") fail(key, value, "true or false");
+      config.poison_freed = value == "true";
     } else if (key == "expandable_segments" || key == "pinned_use_cuda_host_register" ||
                key == "pinned_num_register_threads" || key == "backend" ||
                key == "release_lock_on_cudamalloc") {
@@ -250,6 +253,7 @@ std::string AllocatorConfig::to_string() const {
   } else if (memory_fraction != 1.0) {
     parts.push_back(fmt::format("memory_limit:{}", memory_fraction));
   }
+  if (poison_freed) parts.emplace_back("poison_freed:true");
   return fmt::format("{}", fmt::join(parts, ","));
 }
 

@@ -6,9 +6,14 @@
 namespace memscope {
 
 Snapshot AllocatorCore::snapshot() const {
-  Snapshot snap;
+  Snapshot snap = layout();
   snap.backend = backend_.name();
   snap.settings = config_.to_string();
+  return snap;
+}
+
+Snapshot AllocatorCore::layout() const {
+  Snapshot snap;
   for (const detail::Segment* s = segments_; s != nullptr; s = s->next) {
     SegmentInfo info;
     info.address = s->base;

@@ -108,4 +108,54 @@ Block* FreeBins::best_fit(std::size_t size) const noexcept {
   return found < bins_ ? trees_[found].smallest() : nullptr;
 }
 
+FreeBins::Problem FreeBins::audit(std::vector<const Block*>& out) const {
+  const std::size_t first = out.size();
+  Problem problem;
+  const auto check = [&](const Block* b, std::size_t bin, const Block* before) {
+    out.push_back(b);
+    if (problem.what != nullptr) return;
+    if (!b->cached) {
+      problem = {"a block in the free bins is not marked cached", b};
+    } else if (b->bin != bin || bin_index(b->size) != bin) {
+      problem = {"a cached block is not in the size class of its size", b};
+    } else if (before != nullptr &&
+               (before->size > b->size ||
+                (before->size == b->size && before->cache_seq < b->cache_seq))) {
+      problem = {"a size class is not ordered by (size, most recently cached first)", b};
+    }
+  };
+  // Visits the classes the bitmap marks; blocks in an unmarked class are missed, and then the
+  // count below disagrees.
+  for (std::size_t bin = next_nonempty(0); bin < bins_; bin = next_nonempty(bin + 1)) {
+    const std::size_t before = out.size();
+    if (small_pool_) {
+      const Block* prev = nullptr;
+      for (const Block* b = lists_[bin]; b != nullptr; prev = b, b = b->bin_next) {
+        check(b, bin, nullptr);  // one exact size per class: the order is the caching order
+        if (problem.what == nullptr && b->bin_prev != prev) problem = {"broken free-list links", b};
+        if (out.size() - first > count_)
+          return {"a free list is longer than count() (a cycle?)", b};
+      }
+    } else {
+      const Block* prev = nullptr;
+      trees_[bin].for_each([&](const Block* b) {
+        check(b, bin, prev);
+        prev = b;
+      });
+    }
+    if (problem.what != nullptr) return problem;
+    if (out.size() == before) return {"the bitmap marks an empty size class", nullptr};
+  }
+  for (std::size_t word = 0; word < words_.size(); ++word) {
+    if (((summary_ >> word) & 1U) != (words_[word] != 0 ? 1U : 0U)) {
+      return {"the summary bitmap disagrees with the class bitmap", nullptr};
+    }
+  }
+  if (out.size() - first != count_) {
+    return {"count() differs from the blocks the bins hold (a class not marked in the bitmap?)",
+            nullptr};
+  }
+  return {};
+}
+
 }  // namespace memscope::detail

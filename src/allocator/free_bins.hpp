@@ -32,6 +32,16 @@ class FreeBins {
   [[nodiscard]] Block* best_fit(std::size_t size) const noexcept;
 
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
+
+  // For AllocatorCore::validate(): appends every block the bins hold to `out` and returns the
+  // first inconsistency of the bins themselves (a block not marked cached or in the wrong size
+  // class, broken list links, classes out of order, bitmaps that disagree with the classes,
+  // count() that disagrees with the blocks), or {} when there is none.
+  struct Problem {
+    const char* what = nullptr;
+    const Block* block = nullptr;
+  };
+  [[nodiscard]] Problem audit(std::vector<const Block*>& out) const;
   [[nodiscard]] bool small_pool() const noexcept { return small_pool_; }
 
   // Calls f(Block*) for every cached block of at least `min_size` bytes (f must not modify

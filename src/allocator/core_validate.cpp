@@ -1,0 +1,192 @@
+// AllocatorCore::validate(): every invariant of the bookkeeping, checked where it lives.
+//
+//   tiling       segments are linked both ways and do not overlap; each is covered, in address
+//                order and without gaps, by its blocks, whose prev/next links agree; blocks are
+//                512-byte aligned with non-zero sizes that are multiples of 512
+//   block-state  a block is allocated, pending (freed, waiting for stream events) or cached,
+//                exactly one; only active blocks carry a requested size, never above the size;
+//                no two cached blocks are neighbours (they would have been merged)
+//   free-bins    the free bins hold exactly the cached blocks, each in its segment's pool, and
+//                are consistent in themselves (FreeBins::audit)
+//   pointer-map  the pointer map holds exactly the allocated blocks, each under its address
+//   pending      every pending stream event refers to a pending block of a live segment
+//   statistics   every current value equals what the blocks say (Snapshot::totals of the
+//                layout, the oversize counts), is not negative and is not above its peak
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "allocator/allocator_core.hpp"
+#include "allocator/size_rules.hpp"
+
+namespace memscope {
+
+using detail::Block;
+using detail::Segment;
+
+namespace {
+
+[[noreturn]] void broken(const char* invariant, const std::string& what) {
+  throw InternalError(fmt::format("memscope: allocator invariant '{}' broken: {}", invariant, what),
+                      invariant);
+}
+
+std::string describe(const Block* b) {
+  if (b == nullptr) return "(no block)";
+  return fmt::format("block {:#x} of {} bytes{}{} in segment {:#x}", b->address, b->size,
+                     b->allocated ? ", allocated" : "", b->cached ? ", cached" : "",
+                     b->segment != nullptr ? b->segment->base : 0);
+}
+
+std::string describe(const Segment* s) {
+  return fmt::format("segment {:#x} of {} bytes ({} pool, stream {})", s->base, s->size,
+                     s->small_pool ? "small" : "large", s->stream);
+}
+
+}  // namespace
+
+void AllocatorCore::validate() const {
+  std::vector<const Block*> all;     // every block of every segment
+  std::vector<const Block*> cached;  // the cached ones, to compare with the bins' contents
+  std::size_t allocated = 0;
+  std::int64_t oversize_allocations = 0;
+  std::int64_t oversize_segments = 0;
+  all.reserve(2 * live_.size() + 64);  // a guess that saves most regrowth
+  cached.reserve(live_.size() + 64);
+  const Segment* previous_segment = nullptr;
+  for (const Segment* s = segments_; s != nullptr; previous_segment = s, s = s->next) {
+    if (s->prev != previous_segment) broken("tiling", describe(s) + ": wrong prev link");
+    if (s->first == nullptr || s->first->address != s->base || s->first->prev != nullptr) {
+      broken("tiling", describe(s) + ": its first block does not start it");
+    }
+    const auto pools = std::find_if(pools_.begin(), pools_.end(), [s](const auto& p) {
+      return p->stream == s->stream && s->bins == (s->small_pool ? &p->small : &p->large);
+    });
+    if (pools == pools_.end()) {
+      broken("free-bins", describe(s) + ": its bins are not its stream's pool of its kind");
+    }
+    if (s->size >= config_.max_split_size) ++oversize_segments;
+    std::uintptr_t cursor = s->base;
+    std::size_t blocks = 0;
+    const Block* before = nullptr;
+    for (const Block* b = s->first; b != nullptr; before = b, b = b->next) {
+      if (++blocks > s->size / detail::kMinBlockSize) {
+        broken("tiling", describe(s) + ": more blocks than its bytes allow (a cycle?)");
+      }
+      all.push_back(b);
+      if (b->segment != s) broken("tiling", describe(b) + ": listed in " + describe(s));
+      if (b->prev != before) broken("tiling", describe(b) + ": wrong prev link");
+      if (b->address != cursor) {
+        broken("tiling",
+               fmt::format("{}: expected at {:#x} (gap or overlap)", describe(b), cursor));
+      }
+      if (b->size == 0 || b->size % detail::kMinBlockSize != 0 ||
+          b->address % detail::kMinBlockSize != 0) {
+        broken("tiling", describe(b) + ": not 512-byte aligned or sized");
+      }
+      if (b->size > s->base + s->size - b->address) {
+        broken("tiling", describe(b) + ": runs past the end of " + describe(s));
+      }
+      cursor += b->size;
+      const bool pending = b->pending_events > 0;
+      if (static_cast<int>(b->allocated) + static_cast<int>(b->cached) +
+              static_cast<int>(pending) !=
+          1) {
+        broken("block-state", describe(b) + ": not exactly one of allocated, pending, cached");
+      }
+      if (b->active() ? b->requested_size > b->size : b->requested_size != 0) {
+        broken("block-state", describe(b) + fmt::format(": requested size {}", b->requested_size));
+      }
+      if (b->cached && before != nullptr && before->cached) {
+        broken("block-state", describe(b) + ": a cached neighbour was not merged");
+      }
+      if (b->cached) cached.push_back(b);
+      if (b->allocated) {
+        ++allocated;
+        if (b->size >= config_.max_split_size) ++oversize_allocations;
+        if (live_.find(b->address) != b) {
+          broken("pointer-map", describe(b) + ": not found under its address");
+        }
+      }
+    }
+    if (cursor != s->base + s->size) {
+      broken("tiling", fmt::format("{}: its blocks end at {:#x}", describe(s), cursor));
+    }
+  }
+  const Snapshot snap = layout();  // in address order; the walk above ruled out cycles
+  for (std::size_t i = 1; i < snap.segments.size(); ++i) {
+    const SegmentInfo& a = snap.segments[i - 1];
+    if (a.address + a.total_size > snap.segments[i].address) {
+      broken("tiling", fmt::format("segments at {:#x} and {:#x} overlap", a.address,
+                                   snap.segments[i].address));
+    }
+  }
+  // Every allocated block was found under its own (distinct) address, so an equal size means
+  // the map holds nothing else.
+  if (live_.size() != allocated) {
+    broken("pointer-map",
+           fmt::format("it holds {} entries for {} allocated blocks", live_.size(), allocated));
+  }
+
+  std::vector<const Block*> in_bins;
+  in_bins.reserve(cached.size());
+  for (const auto& pools : pools_) {
+    for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {
+      const std::size_t first = in_bins.size();
+      if (const auto problem = bins->audit(in_bins); problem.what != nullptr) {
+        broken("free-bins", std::string(problem.what) + ": " + describe(problem.block));
+      }
+      for (std::size_t i = first; i < in_bins.size(); ++i) {
+        if (in_bins[i]->segment == nullptr || in_bins[i]->segment->bins != bins) {
+          broken("free-bins", describe(in_bins[i]) + ": in the bins of another pool or stream");
+        }
+      }
+    }
+  }
+  std::sort(cached.begin(), cached.end());
+  std::sort(in_bins.begin(), in_bins.end());
+  if (in_bins != cached) {
+    const auto [c, f] = std::mismatch(cached.begin(), cached.end(), in_bins.begin(), in_bins.end());
+    const Block* odd = c != cached.end() && (f == in_bins.end() || *c < *f) ? *c : *f;
+    broken("free-bins",
+           describe(odd) + (std::binary_search(cached.begin(), cached.end(), odd)
+                                ? ": cached but missing from the bins (or listed twice)"
+                                : ": in the bins but not a cached block of a live segment"));
+  }
+  if (!pending_.empty()) std::sort(all.begin(), all.end());
+  for (const PendingEvent& pe : pending_) {
+    if (!std::binary_search(all.begin(), all.end(), pe.block) || pe.block->allocated ||
+        pe.block->cached || pe.block->pending_events == 0) {
+      broken("pending",
+             "a stream event waits for " + describe(pe.block) + ", which is not pending");
+    }
+  }
+
+  // Statistics: the snapshot's rebuild is the reference (the same one users compare with).
+  const MemoryStats expected = snap.totals();
+  // `pool` is "" for statistics kept once.
+  const auto check = [](std::string_view name, std::string_view pool, const Stat& live,
+                        std::int64_t want) {
+    const std::string_view dot = pool.empty() ? "" : ".";
+    if (live.current != want) {
+      broken("statistics", fmt::format("{}{}{}.current is {}, the blocks say {}", name, dot, pool,
+                                       live.current, want));
+    }
+    if (live.current < 0 || live.current > live.peak) {
+      broken("statistics", fmt::format("{}{}{}: current {} is negative or above peak {}", name, dot,
+                                       pool, live.current, live.peak));
+    }
+  };
+  for (const StatFamily& family : kStatFamilies) {
+    for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+      check(family.name, kStatPoolNames[pool], (stats_.*family.member)[pool],
+            (expected.*family.member)[pool].current);
+    }
+  }
+  check("oversize_allocations", "", stats_.oversize_allocations, oversize_allocations);
+  check("oversize_segments", "", stats_.oversize_segments, oversize_segments);
+}
+
+}  // namespace memscope

@@ -33,7 +33,7 @@ struct AllocatorConfig {
   static constexpr std::size_t kRoundupIntervals = 16;
 
   std::size_t max_split_size = kUnlimited;
-  std::array<std::uint32_t, kRoundupIntervals> roundup_power2_divisions{};  // 0 or 1: off
+  std::array<std::uint32_t, kRoundupIntervals> roundup_power2_divisions{};  // 0: off
   double garbage_collection_threshold = 0.0;                                // 0: off
   double memory_fraction = 1.0;  // of the backend's capacity; used when memory_limit_bytes is 0
   std::size_t memory_limit_bytes = 0;  // 0: no absolute limit
@@ -44,7 +44,7 @@ struct AllocatorConfig {
   [[nodiscard]] static AllocatorConfig from_env();
   // The canonical string parse() turns back into an equal config.
   [[nodiscard]] std::string to_string() const;
-  // Divisions applied to a request of `size` bytes (0 or 1 means plain 512-byte rounding).
+  // Divisions applied to a request of `size` bytes (0 means plain 512-byte rounding).
   [[nodiscard]] std::uint32_t divisions_for(std::size_t size) const noexcept;
   // The most this allocator may reserve on a backend of `capacity` bytes.
   [[nodiscard]] std::size_t memory_limit(std::size_t capacity) const noexcept;

@@ -99,7 +99,9 @@ std::uint32_t parse_divisions(std::string_view key, std::string_view value) {
   if (!parse_unsigned(value, n) || n > 1024 || (n > 1 && !std::has_single_bit(n))) {
     fail(key, value, "a power of two up to 1024 (1 turns rounding off), e.g. 4");
   }
-  return static_cast<std::uint32_t>(n);
+  // 0 and 1 both mean "off": store one spelling of it, so equal settings compare equal and
+  // to_string() round-trips (fuzz_config found "roundup_power2_divisions:1" did not).
+  return n == 1 ? 0 : static_cast<std::uint32_t>(n);
 }
 
 // "4" for every interval, or "[256:1,512:2,>:8]" with interval starts in MiB (powers of two).

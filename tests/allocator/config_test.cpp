@@ -31,12 +31,18 @@ TEST(Config, RoundupDivisionsSingleAndList) {
   const auto single = AllocatorConfig::parse("roundup_power2_divisions:4");
   for (const auto d : single.roundup_power2_divisions) EXPECT_EQ(d, 4U);
   const auto list = AllocatorConfig::parse("roundup_power2_divisions:[256:1,512:2,1024:4,>:8]");
-  EXPECT_EQ(list.divisions_for(1 * MiB), 1U);
-  EXPECT_EQ(list.divisions_for(255 * MiB), 1U);
+  EXPECT_EQ(list.divisions_for(1 * MiB), 0U);  // 1 ("off") is stored as 0, its one spelling
+  EXPECT_EQ(list.divisions_for(255 * MiB), 0U);
   EXPECT_EQ(list.divisions_for(256 * MiB), 2U);
   EXPECT_EQ(list.divisions_for(600 * MiB), 4U);
   EXPECT_EQ(list.divisions_for(1 * GiB), 8U);
   EXPECT_EQ(list.divisions_for(100 * GiB), 8U);
+  // Found by fuzz_config: "1" (off) came back from to_string() as nothing, an unequal config.
+  for (const char* off : {"roundup_power2_divisions:1", "roundup_power2_divisions:[256:1,>:1]"}) {
+    const auto config = AllocatorConfig::parse(off);
+    EXPECT_EQ(AllocatorConfig::parse(config.to_string()), config) << off;
+    EXPECT_EQ(config, AllocatorConfig{}) << off;
+  }
 }
 
 TEST(Config, GcThresholdAndMemoryLimit) {

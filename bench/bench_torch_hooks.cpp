@@ -6,6 +6,11 @@
 //
 // The hooks live in the Python extension, which needs libpython's symbols, so this program
 // embeds Python to load it: PYTHONPATH=<build>/python <build>/python/memscope_bench_torch_hooks
+// (built with -DMEMSCOPE_BUILD_PYTHON=ON; the target is defined in python/CMakeLists.txt).
+// Timings on a shared 2-core machine are noisy; the hooks' own instructions per malloc+free
+// pair are exact under callgrind: valgrind --tool=callgrind --toggle-collect='*BM_HookMallocFree*'
+// with --benchmark_filter=BM_HookMallocFree/threads:1, then the inclusive cost of
+// memscope_torch_malloc/free minus that of CachingAllocator::allocate/try_deallocate, per call.
 #include <Python.h>
 #include <dlfcn.h>
 #include <sys/types.h>

@@ -9,7 +9,7 @@
 // open, nested or overlapping, and closed in any order; each is exact. Two modes:
 //   "kernel-hwm"    the kernel's own high-water mark. Opening a window resets it (writing 5 to
 //                   /proc/<pid>/clear_refs) after folding its value into the innermost open
-//                   window, so no window loses a peak (the cascade rule of design.md). Every
+//                   window, so no window loses a peak (the cascade rule of docs/design.md). Every
 //                   probe watching one process shares one window stack for that reason.
 //                   Whatever else in the process writes clear_refs breaks this mode.
 //   "sampling 1ms"  when clear_refs cannot be written (another user's process without ptrace

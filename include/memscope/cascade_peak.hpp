@@ -2,7 +2,7 @@
 // resettable peak, such as the kernel's VmHWM (reset through /proc/self/clear_refs) or
 // PyTorch's max_memory_allocated (reset_peak_memory_stats).
 //
-// The cascade rule (design.md, "Peak scopes") applied to such a counter: before every reset of
+// The cascade rule (docs/design.md) applied to such a counter: before every reset of
 // the counter's peak (when a window opens, and in reset_peak()) the peak so far is folded into
 // the innermost open window, so the counter's peak only ever covers time inside every open
 // window. A window's peak is then the maximum of its PeakWindows peak and the counter's peak

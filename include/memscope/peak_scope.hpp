@@ -3,7 +3,7 @@
 // Opened by CachingAllocator::peak_scope(); peak() gives the highest allocated, reserved,
 // active and requested bytes seen since the scope opened. Any number of scopes may be open,
 // nested or overlapping, and closed in any order; none is disturbed by reset_peak_stats() or by
-// another scope, and each costs O(1) per allocation (docs/design.md, "Peak windows and the cascade rule").
+// another scope, and each costs O(1) per allocation (docs/design.md).
 //
 // Thread safety: a scope may be read and closed from any thread. Ownership: RAII; the scope
 // closes when destroyed and must not outlive its allocator. Movable, not copyable.

@@ -1,7 +1,7 @@
 // PeakWindows: any number of independent peak windows over N counters, exact and O(1) per
 // counter change however many windows are open.
 //
-// The cascade rule (design.md, "Peak scopes"): each open window keeps the running maximum of
+// The cascade rule (docs/design.md): each open window keeps the running maximum of
 // the counters since it opened, but only the innermost (most recently opened) window is updated
 // on a change. A window's peak is therefore the maximum of its own record and those of every
 // window opened after it that is still open. When a window closes, its record is folded into

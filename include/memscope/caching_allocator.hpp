@@ -81,8 +81,9 @@ class CachingAllocator {
   // cache holds exactly the free blocks, statistics match the blocks...) and throws
   // InternalError naming the broken one and the block or segment. Costs O(n log n) in the
   // blocks: for tests and debugging. Builds without NDEBUG, or with the CMake option
-  // MEMSCOPE_VALIDATE=ON, run it after every allocate, free and empty_cache (a broken
-  // invariant then ends the program from deallocate(), which cannot throw).
+  // MEMSCOPE_VALIDATE=ON, run it after every allocate, free and empty_cache while at most 256
+  // allocations are live, and after every (n / 256)-th with n live (a broken invariant then
+  // ends the program from deallocate(), which cannot throw).
   void validate() const;
 
   // Opens a peak window; see peak_scope.hpp.
@@ -103,12 +104,14 @@ class CachingAllocator {
   friend class PeakScope;
   void close_scope(PeakScope& scope) noexcept;
   [[nodiscard]] PeakValues scope_peak(const PeakScope& scope) const;
+  void validate_if_debug();  // under the lock; nothing in release builds
 
   std::shared_ptr<Backend> backend_;
   AllocatorConfig config_;
   mutable std::mutex mutex_;
   std::unique_ptr<AllocatorCore> core_;
   std::vector<OomObserver> oom_observers_;
+  std::uint64_t changes_ = 0;  // allocator changes, for validate_if_debug()
 };
 
 }  // namespace memscope

@@ -36,6 +36,7 @@ class AllocatorCore {
   [[nodiscard]] bool deallocate(void* ptr) noexcept;
   void record_stream(void* ptr, StreamId stream);
   [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
+  [[nodiscard]] std::size_t live_allocations() const noexcept { return live_.size(); }
   std::size_t empty_cache();
 
   [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }

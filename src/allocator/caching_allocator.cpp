@@ -15,12 +15,19 @@ constexpr bool kValidateEachChange = true;
 #else
 constexpr bool kValidateEachChange = false;
 #endif
-
-void validate_if_debug(const AllocatorCore& core) {
-  if constexpr (kValidateEachChange) core.validate();
-}
+// validate() walks every block: with n live allocations above this, debug builds check after
+// every (n / kValidateAllUpTo)-th change only, so a program holding thousands of blocks still
+// runs (amortised O(kValidateAllUpTo) per call instead of O(n)).
+constexpr std::size_t kValidateAllUpTo = 256;
 
 }  // namespace
+
+void CachingAllocator::validate_if_debug() {
+  if constexpr (kValidateEachChange) {
+    const std::size_t every = 1 + core_->live_allocations() / kValidateAllUpTo;
+    if (++changes_ % every == 0) core_->validate();
+  }
+}
 
 CachingAllocator::CachingAllocator(std::shared_ptr<Backend> backend, const AllocatorConfig& config)
     : backend_(std::move(backend)), config_(config) {
@@ -37,10 +44,10 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   {
     const std::lock_guard lock(mutex_);
     if (void* p = core_->allocate(bytes, stream, figures)) {
-      validate_if_debug(*core_);
+      validate_if_debug();
       return p;
     }
-    validate_if_debug(*core_);  // the failed attempt released every cached segment
+    validate_if_debug();  // the failed attempt released every cached segment
     observers = oom_observers_;
   }
   // Observers run without the lock, so they may inspect or free memory of this allocator.
@@ -54,7 +61,7 @@ bool CachingAllocator::try_deallocate(void* ptr) noexcept {
   if (ptr == nullptr) return true;
   const std::lock_guard lock(mutex_);
   if (core_->deallocate(ptr)) {
-    validate_if_debug(*core_);
+    validate_if_debug();
     return true;
   }
   core_->count_invalid_free();
@@ -88,7 +95,7 @@ CachingAllocator::Allocation CachingAllocator::lookup(const void* ptr) const {
 std::size_t CachingAllocator::empty_cache() {
   const std::lock_guard lock(mutex_);
   const std::size_t released = core_->empty_cache();
-  validate_if_debug(*core_);
+  validate_if_debug();
   return released;
 }
 

@@ -3,30 +3,58 @@
 // the tracker releases the GIL.
 #include "memscope/tracker.hpp"
 
+#include <fmt/format.h>
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include "bindings.hpp"
+#include "errors.hpp"
 #include "sources.hpp"
 
 namespace memscope::python {
 namespace {
 
-// Python values as metric values: ints stay ints, floats floats, anything else its str().
-// bool is an int subclass in Python; it is kept as 0/1 like the Trainer's JSON would.
+// A Python value as a metric value: an int (or anything with __index__, such as a numpy
+// integer; bool is kept as 0/1 like the Trainer's JSON would), a float (or anything with
+// __float__, such as a numpy float or a one-element tensor), or text (str). An int outside the
+// signed 64-bit range is a ValueError and any other type a TypeError, both naming the key and
+// the value: a metric is never stored as something it was not.
+MetricValue to_metric_value(const std::string& key, nb::handle value) {
+  PyObject* v = value.ptr();
+  if (PyUnicode_Check(v)) return nb::cast<std::string>(value);
+  if (PyFloat_Check(v)) return PyFloat_AS_DOUBLE(v);
+  if (PyIndex_Check(v)) {
+    if (PyObject* index = PyNumber_Index(v); index != nullptr) {
+      const nb::object number = nb::steal(index);
+      int overflow = 0;
+      const long long n = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+      if (overflow != 0) {
+        raise(PyExc_ValueError, fmt::format("metric '{}': {} does not fit in a signed 64-bit "
+                                            "integer; pass a float",
+                                            key, nb::str(number).c_str()));
+      }
+      if (n != -1 || PyErr_Occurred() == nullptr) return static_cast<std::int64_t>(n);
+    }
+    PyErr_Clear();  // __index__ refused (a float tensor): try it as a float below
+  }
+  if (PyNumber_Check(v) != 0) {
+    const double d = PyFloat_AsDouble(v);
+    if (d != -1.0 || PyErr_Occurred() == nullptr) return d;
+    PyErr_Clear();
+  }
+  raise(PyExc_TypeError,
+        fmt::format("metric '{}': {} is a {}; metric values are int, float or str", key,
+                    nb::repr(value).c_str(), nb::type_name(value.type()).c_str()));
+}
+
 Metrics to_metrics(const nb::dict& values) {
   Metrics out;
   for (auto [key, value] : values) {
     auto name = nb::cast<std::string>(nb::str(key));
-    if (PyLong_Check(value.ptr())) {
-      out.emplace(std::move(name), nb::cast<std::int64_t>(value));
-    } else if (PyFloat_Check(value.ptr())) {
-      out.emplace(std::move(name), nb::cast<double>(value));
-    } else {
-      out.emplace(std::move(name), nb::cast<std::string>(nb::str(value)));
-    }
+    MetricValue metric = to_metric_value(name, value);
+    out.emplace(std::move(name), std::move(metric));
   }
   return out;
 }

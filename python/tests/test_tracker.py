@@ -292,3 +292,30 @@ def test_formatting_and_files(tmp_path, sim: memscope.Allocator, capsys) -> None
         pass
     t.save_metrics("test", tmp_path)
     assert "test_mem_gpu_alloc_delta" in json.loads((tmp_path / "test_results.json").read_text())
+
+
+@pytest.mark.parametrize("value, error, says", [
+    (2**63, ValueError, "metric 'x': 9223372036854775808 does not fit in a signed 64-bit integer"),
+    (-(2**63) - 1, ValueError, "does not fit in a signed 64-bit integer; pass a float"),
+    (None, TypeError, "metric 'x': None is a NoneType; metric values are int, float or str"),
+    ([1], TypeError, "metric 'x': [1] is a list"),
+])
+def test_metric_values_that_are_not_metrics(tmp_path, value, error, says: str) -> None:
+    """Issue 10.9: 2**63 was an untyped RuntimeError (std::bad_cast), None silently "None"."""
+    for call in (lambda m: memscope.metrics_format(m),
+                 lambda m: memscope.log_metrics("train", m),
+                 lambda m: memscope.save_metrics("train", m, tmp_path)):
+        with pytest.raises(error) as raised:
+            call({"train_loss": 0.5, "x": value})
+        assert says in str(raised.value)
+    assert not (tmp_path / "train_results.json").exists()
+
+
+def test_metric_values_keep_their_number_types(tmp_path) -> None:
+    """Numbers that are not Python int/float (numpy scalars) stay numbers; the extremes of
+    int64 and a float beyond it are kept exactly."""
+    metrics = {"a": np.int64(5), "b": np.float32(0.5), "c": 2**63 - 1, "d": -(2**63),
+               "e": float(2**63), "f": True, "g": "text"}
+    memscope.save_metrics("train", metrics, tmp_path, combined=False)
+    assert memscope.load_metrics(tmp_path / "train_results.json") == {
+        "a": 5, "b": 0.5, "c": 2**63 - 1, "d": -(2**63), "e": float(2**63), "f": 1, "g": "text"}

@@ -4,7 +4,9 @@ A caching allocator with ``torch.cuda``'s statistics (``memscope.Allocator`` and
 functions below, which act on a default allocator per device), exact nested peak scopes, a stage
 tracker with the Hugging Face Trainer's metric names (``memscope.Tracker``, ``memscope.track``),
 host memory readings (``memscope.host``), and integrations with PyTorch (``memscope.torch``)
-and the Trainer (``memscope.hf``), both imported only on demand.
+and the Trainer (``memscope.hf``), both imported on first use: ``import memscope`` imports
+neither torch nor transformers; ``memscope.hf`` (or ``memscope.torch``) imports the module then,
+and raises its ImportError where transformers (or torch) is missing.
 
 ``device`` arguments accept an int (CUDA device index), ``"cuda"``, ``"cuda:1"``, ``"host"``,
 ``"sim:<size>"`` (a simulated device), a ``torch.device``, or an ``Allocator``; ``None`` is the
@@ -12,6 +14,10 @@ current device: the current CUDA device when there is one, else the host.
 """
 
 from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 from . import host
 from ._api import (
@@ -44,6 +50,7 @@ from ._api import (
 from ._memscope import (
     Allocator,
     BackendError,
+    BackendSpec,
     BackendUnavailableError,
     Buffer,
     ConfigError,
@@ -61,7 +68,7 @@ from ._memscope import (
 )
 
 __all__ = [
-    "Allocator", "Buffer", "PeakScope", "PeakValues",
+    "Allocator", "BackendSpec", "Buffer", "PeakScope", "PeakValues",
     "Error", "OutOfMemoryError", "ConfigError", "BackendUnavailableError", "BackendError",
     "InvalidPointerError", "TraceFormatError", "UsageError",
     "alloc", "free", "buffer", "record_stream", "peak_scope",
@@ -93,3 +100,16 @@ __all__ += [
     "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
     "nvml_source",
 ]
+
+if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use
+    from . import hf as hf
+    from . import torch as torch
+
+_ON_DEMAND = ("hf", "torch")
+
+
+def __getattr__(name: str) -> ModuleType:
+    """memscope.hf and memscope.torch, imported on first use (PEP 562)."""
+    if name in _ON_DEMAND:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -7,6 +7,8 @@ allocator. Python keeps one ``Allocator`` object per spec so identity holds too.
 
 from __future__ import annotations
 
+import glob
+import os
 import threading
 from typing import Any, Optional, Union
 
@@ -23,6 +25,15 @@ _current: Optional[str] = None  # set_device(); None: "cuda:0" when CUDA works, 
 def cuda_is_available() -> bool:
     """True when the CUDA driver loads and at least one device is visible."""
     return bool(_memscope._cuda_available()[0])
+
+
+def no_gpu_here() -> bool:
+    """True where this machine shows no NVIDIA GPU at all: no kernel driver (/proc/driver/nvidia),
+    no /dev/nvidia* device node, and MEMSCOPE_CUDA_DRIVER unset. Then CUDA being unavailable is
+    the normal state of a CPU machine, not a failure; with a driver present, it is one."""
+    if os.environ.get("MEMSCOPE_CUDA_DRIVER"):
+        return False
+    return not os.path.exists("/proc/driver/nvidia") and not glob.glob("/dev/nvidia*")
 
 
 def device_count() -> int:
@@ -57,7 +68,7 @@ def _spec(device: Device) -> str:
     if isinstance(device, str):
         if device == "cuda":
             cur = current_device()
-            return cur if cur.startswith("cuda:") else "cuda:0"
+            return cur if _cuda_index(cur) is not None else "cuda:0"
         if device == "cpu":
             return "host"
         return device
@@ -205,9 +216,10 @@ def mem_get_info(device: Device = None) -> tuple[int, int]:
 
 
 def _cuda_index(spec: str) -> Optional[int]:
-    if spec.startswith("cuda:"):
-        return int(spec[5:])
-    return None
+    """The CUDA device index of a spec ("cuda:1" -> 1), None for host and simulated devices;
+    ConfigError for a spec that is none of them (BackendSpec is the one parser)."""
+    parsed = _memscope.BackendSpec(spec)
+    return parsed.index if parsed.type == "cuda" else None
 
 
 def device_memory_used(device: Device = None) -> int:

@@ -11,6 +11,10 @@ Keys (bytes): {stage}_mem_{cpu,gpu}_alloc_delta (end - begin, may be negative) a
 {stage}_mem_{label}_mode says how each number was measured. Memory spent before the first
 stage is reported once as init_* (with before_init_mem_*), as the Trainer does.
 MEMSCOPE_SKIP_MEMORY_METRICS=1 (or skip_memory_metrics=True) makes the tracker free.
+
+Metric values given to log_metrics, save_metrics and metrics_format are ints (anything with
+__index__, such as numpy integers; at most signed 64 bits, a larger one is a ValueError: pass a
+float), floats (anything with __float__) or strings; any other type is a TypeError naming the key.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Optional, TextIO, Union
 
 from . import _memscope
-from ._api import Device, current_device, default_allocator
+from ._api import Device, _cuda_index, current_device, default_allocator
 from ._memscope import MemorySource, format_metrics_table, load_metrics, metrics_format
 
 if TYPE_CHECKING:
@@ -76,7 +80,7 @@ def _default_gpu_source() -> Any:
     if not available:
         return unavailable_source("gpu", "cuda", reason)
     device = current_device()
-    return allocator_source(device if device.startswith("cuda:") else "cuda:0", "gpu")
+    return allocator_source(device if _cuda_index(device) is not None else "cuda:0", "gpu")
 
 
 def _sources(sources: Optional[Iterable[Any]], allocators: Optional[Iterable[Device]]) -> list[Any]:

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import subprocess
+import sys
+
 import pytest
 
 import memscope
@@ -112,3 +117,51 @@ def test_gpu_process_listing_without_a_gpu(sim_spec: str) -> None:
     if not memscope.cuda_is_available():
         text = memscope.list_gpu_processes(0)
         assert text.startswith("cuda:0: ")  # says why it cannot tell
+
+
+def test_device_specs_have_one_parser(sim_spec: str) -> None:
+    """BackendSpec (the C++ parser) is exported, and the module functions read specs with it:
+    a malformed CUDA spec is a ConfigError naming it, not a bare int() ValueError."""
+    assert memscope.BackendSpec("cuda:1").index == 1
+    assert memscope.BackendSpec(sim_spec).type == "sim" and memscope.BackendSpec("host").index is None
+    for call in (memscope.gpu_processes, memscope.list_gpu_processes, memscope.device_memory_used):
+        with pytest.raises(memscope.ConfigError, match="cuda:x"):
+            call("cuda:x")
+
+
+@pytest.mark.parametrize("name, needs", [("hf", "transformers"), ("torch", "torch")])
+def test_integrations_load_on_first_use(name: str, needs: str) -> None:
+    """Issue 10.11: the README writes memscope.hf.MemoryMetricsCallback(), which was an
+    AttributeError until `import memscope.hf`. Now the attribute imports the module, and
+    `import memscope` alone imports neither torch nor transformers."""
+    installed = importlib.util.find_spec(needs) is not None
+    code = f"""
+import sys, memscope
+assert not {{"torch", "transformers", "memscope.hf", "memscope.torch"}} & set(sys.modules)
+try:
+    module = memscope.{name}
+except ImportError as e:
+    assert not {installed}, e
+    assert "pip install {needs}" in str(e), e
+else:
+    assert {installed} and module is sys.modules["memscope.{name}"]
+try:
+    memscope.no_such_thing
+except AttributeError as e:
+    assert "no_such_thing" in str(e)
+else:
+    raise AssertionError("memscope.no_such_thing exists")
+"""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+
+
+def test_no_gpu_here_respects_an_explicit_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A machine without a GPU is told apart from one whose driver fails (see memscope.hf)."""
+    monkeypatch.setenv("MEMSCOPE_CUDA_DRIVER", "/opt/nvidia/libcuda.so.1")
+    assert not memscope._api.no_gpu_here()  # pointed at a driver: its failure is real
+    monkeypatch.delenv("MEMSCOPE_CUDA_DRIVER")
+    monkeypatch.setattr(os.path, "exists", lambda path: path == "/proc/driver/nvidia")
+    assert not memscope._api.no_gpu_here()  # a kernel driver: a GPU that CUDA cannot use

@@ -2,27 +2,44 @@
 
 ``MemoryMetricsCallback`` records per-stage memory with the Trainer's own key names
 (train_mem_cpu_alloc_delta, eval_mem_gpu_peaked_delta, ...), exactly, with nested stages
-(evaluation inside training keeps both right) and no polling thread:
+(evaluation inside training keeps both right) and no polling thread. Build it before the
+Trainer, so that its ``init_*`` covers the Trainer's construction, and pass it in or attach it:
 
-    trainer = Trainer(model, args, ...)
-    memscope.hf.MemoryMetricsCallback().attach(trainer)
-    trainer.train()          # train_* (and eval_* for evaluations during training)
+    cb = memscope.hf.MemoryMetricsCallback()
+    trainer = Trainer(model, args, ..., callbacks=[cb])   # or Trainer(...); cb.attach(trainer)
+    trainer.train()          # train_* (and init_* once); eval_* for evaluations during training
     trainer.evaluate()       # eval_*;   trainer.predict(ds): test_*
 
-``attach(trainer)`` runs the stages around train(), evaluate() and predict(), where the Trainer's
-own memory tracker starts and stops, logs the metrics through ``trainer.log`` (so every
-reporting integration sees them), and adds them to the metrics those methods return.
+Both ways measure the same stages and return the same keys: the callback finds the Trainer that
+constructs it (on_init_end) and attaches itself. Attached, it runs the stages around train(),
+evaluate() and predict(), where the Trainer's own memory tracker starts and stops, adds the
+metrics to the dict those methods return, and logs them through ``trainer.log`` (so every
+reporting integration sees them).
 
-Passed only as ``Trainer(callbacks=[MemoryMetricsCallback()])``, it has nothing but callback
-events: "train" runs from on_train_begin to on_train_end; an evaluation or prediction is
-measured from its first on_prediction_step (after its first batch: that batch's own peak can be
-missed) to on_evaluate / on_predict, and the metrics are added to the dict the Trainer returns
-and to ``state.log_history``. Prefer attach().
+What it writes, and what it never does:
+
+- ``init_*`` (and ``before_init_mem_*``) go once, with the first train() / evaluate() /
+  predict() result, as the Trainer reports its own; they cover the time from the callback's
+  construction to the end of the Trainer's construction (for one that did not see the Trainer
+  being built: to ``attach()``, or to the first stage). Evaluations during training are reported in their own
+  log entries, without init.
+- A key the Trainer wrote is never overwritten: ``train_runtime``, ``eval_runtime`` and
+  ``test_runtime`` stay the Trainer's (memscope's own runtimes are in ``last_metrics``).
+- With the Trainer's own memory tracker on (``skip_memory_metrics=False``), its ``*_mem_*``
+  values stay in place and memscope's go under ``*_memscope_*`` (``eval_memscope_cpu_alloc_delta``,
+  ``before_init_memscope_cpu``), said once in the log.
+
+Added with ``trainer.add_callback()`` after construction and never attached, it has nothing but
+callback events: "train" runs from on_train_begin to on_train_end and is reported in
+``state.log_history`` only; an evaluation or prediction is measured from its first
+on_prediction_step (after its first batch: that batch's own peak can be missed) to on_evaluate /
+on_predict, and added to the dict the Trainer returns and to ``state.log_history``.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any, Optional
@@ -32,6 +49,7 @@ try:
 except ImportError as _e:  # pragma: no cover - exercised only where transformers is absent
     raise ImportError("memscope.hf needs transformers (pip install transformers)") from _e
 
+from ._api import no_gpu_here
 from ._tracking import Tracker
 
 __all__ = ["MemoryMetricsCallback"]
@@ -41,6 +59,7 @@ logger = logging.getLogger("memscope.hf")
 # Where the Trainer's TrainerMemoryTracker puts each method's numbers.
 _STAGES = {"train": "train", "evaluate": "eval", "predict": "test"}
 _PENDING = "prediction"  # callback-only mode: eval or test is known only when it ends
+_OURS = frozenset([*_STAGES.values(), _PENDING])
 _Metrics = dict[str, Any]
 
 
@@ -52,6 +71,56 @@ def _metrics_of(result: Any) -> Optional[_Metrics]:
     return metrics if isinstance(metrics, dict) else None
 
 
+def _owns(candidate: Any, callback: Any) -> bool:
+    try:
+        callbacks = candidate.callback_handler.callbacks
+        return any(c is callback for c in callbacks)
+    except Exception:  # any object can be a frame's `self`: then it is not our Trainer
+        return False
+
+
+def _find_trainer(callback: Any, max_depth: int = 32) -> Any:
+    """The Trainer whose construction is calling ``callback`` (on_init_end), found as the
+    ``self`` of a calling frame whose callback handler holds it; None where there is none."""
+    frame = inspect.currentframe()
+    try:
+        for _ in range(max_depth):
+            if frame is None:
+                return None
+            owner = frame.f_locals.get("self")
+            if owner is not None and owner is not callback and _owns(owner, callback):
+                return owner
+            frame = frame.f_back
+        return None
+    finally:
+        del frame
+
+
+def _trainer_tracks_memory(trainer: Any, args: Any) -> bool:
+    """Whether the Trainer's own TrainerMemoryTracker writes *_mem_* keys (it skips itself
+    without psutil, so ask it where we can)."""
+    own = getattr(trainer, "_memory_tracker", None)
+    if own is not None and hasattr(own, "skip_memory_metrics"):
+        return not own.skip_memory_metrics
+    return args is not None and getattr(args, "skip_memory_metrics", True) is False
+
+
+def _log_sources(tracker: Tracker) -> None:
+    """Says once what is measured. A machine without a GPU is not a problem (DEBUG); a GPU source
+    that fails where a driver is present, or any other unavailable source, is (WARNING)."""
+    if not tracker.enabled:
+        logger.info("memscope memory metrics: skipped")
+        return
+    measured = []
+    for s in tracker.sources():
+        if s["available"]:
+            measured.append(f"{s['label']}: {s['name']}, {s['mode']}")
+            continue
+        level = logging.DEBUG if s["kind"] == "gpu" and no_gpu_here() else logging.WARNING
+        logger.log(level, "memscope: no %s memory metrics: %s %s", s["label"], s["name"], s["mode"])
+    logger.info("memscope memory metrics: %s", "; ".join(measured) or "no memory sources")
+
+
 class MemoryMetricsCallback(TrainerCallback):
     """Exact per-stage memory metrics for a Trainer; see the module docstring.
 
@@ -59,30 +128,41 @@ class MemoryMetricsCallback(TrainerCallback):
     RSS and the current GPU's allocated bytes when there is one, without the text-valued
     *_mode metrics, which are logged once instead).
     log: also log the metrics (trainer.log when attached, else state.log_history and logging).
+    last_metrics: everything memscope measured at its last report, runtimes included, under
+    memscope's own names.
     """
 
     def __init__(self, tracker: Optional[Tracker] = None, *, log: bool = True) -> None:
         # Modes are text: Trainer integrations (TensorBoard, W&B) log scalars, so they are said
         # once in the log instead of in every metrics dict.
         self.tracker = tracker if tracker is not None else Tracker(report_modes=False)
-        logger.info("memscope memory metrics: %s", self.tracker.describe_sources())
+        _log_sources(self.tracker)
         self.log = log
         self._trainer: Any = None
         self._pending = False
+        self._said_renamed = False
         self.last_metrics: dict[str, Any] = {}
 
     # Exact mode ---------------------------------------------------------------------------
 
     def attach(self, trainer: Any) -> MemoryMetricsCallback:
-        """Wraps trainer.train / evaluate / predict with stages and adds this callback."""
+        """Wraps trainer.train / evaluate / predict with stages and adds this callback. Attaching
+        again to the same trainer does nothing (the callback may have attached itself)."""
+        if self._trainer is trainer:
+            return self
         if self._trainer is not None:
             raise RuntimeError("this MemoryMetricsCallback is already attached to a trainer")
+        self._end_init()
         self._trainer = trainer
-        if self not in trainer.callback_handler.callbacks:
+        if not _owns(trainer, self):
             trainer.add_callback(self)
         for method, stage in _STAGES.items():
             setattr(trainer, method, self._wrap(getattr(trainer, method), stage))
         return self
+
+    def _end_init(self) -> None:
+        if "init" in self.tracker.running_stages():
+            self.tracker.stop("init")
 
     def _wrap(self, method: Callable[..., Any], stage: str) -> Callable[..., Any]:
         @functools.wraps(method)
@@ -94,18 +174,45 @@ class MemoryMetricsCallback(TrainerCallback):
                 result = method(*args, **kwargs)
             finally:
                 self.tracker.stop(stage)
-            self._report(stage, _metrics_of(result))
+            self._report(stage, stage, _metrics_of(result), None, None)
             return result
 
         return run
 
-    def _report(self, stage: str, returned: Optional[_Metrics], state: Any = None) -> None:
+    def _report(self, stage: str, name: str, returned: Optional[_Metrics], state: Any,
+                args: Any) -> None:
+        """Reports the finished ``stage`` as ``name`` (they differ for a pending prediction)."""
         metrics: dict[str, Any] = {}
-        self.tracker.update_metrics(stage, metrics)
-        self._publish(metrics, returned, state)
-
-    def _publish(self, metrics: dict[str, Any], returned: Optional[_Metrics], state: Any) -> None:
+        if _OURS.intersection(self.tracker.running_stages()):
+            # Nested (an evaluation during training): its own entry; init goes with the outer one.
+            metrics.update(self.tracker.stage_metrics(stage))
+        else:
+            self.tracker.update_metrics(stage, metrics)
+        if name != stage:
+            prefix = stage + "_"
+            metrics = {(name + "_" + k[len(prefix):]) if k.startswith(prefix) else k: v
+                       for k, v in metrics.items()}
         self.last_metrics = dict(metrics)
+        self._publish(self._for_trainer(metrics, returned, args), returned, state)
+
+    def _for_trainer(self, metrics: _Metrics, returned: Optional[_Metrics], args: Any) -> _Metrics:
+        """memscope's metrics as they may go into the Trainer's dicts: never over a key the
+        Trainer wrote, and under *_memscope_* when its own memory tracker is on."""
+        if _trainer_tracks_memory(self._trainer, args):
+            if not self._said_renamed:
+                self._said_renamed = True
+                logger.info("the Trainer's own memory tracker is on (skip_memory_metrics=False): "
+                            "its *_mem_* metrics stay, memscope's are named *_memscope_*")
+            metrics = {k.replace("_mem_", "_memscope_", 1): v for k, v in metrics.items()}
+        if returned is None:
+            return metrics
+        kept = {k: v for k, v in metrics.items() if k not in returned}
+        if len(kept) < len(metrics):
+            logger.debug("memscope leaves the Trainer's %s as they are (its own: %s)",
+                         sorted(set(metrics) - set(kept)), self.last_metrics)
+        return kept
+
+    def _publish(self, metrics: _Metrics, returned: Optional[_Metrics], state: Any) -> None:
         if returned is not None:
             returned.update(metrics)
         if not self.log or not metrics:
@@ -119,6 +226,18 @@ class MemoryMetricsCallback(TrainerCallback):
 
     # Callback events (stages only when not attached) --------------------------------------
 
+    def on_init_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        """The Trainer that holds this callback is built: init ends here, and the callback
+        attaches itself to that Trainer (found from the calling frames) when it can."""
+        self._end_init()
+        if self._trainer is None:
+            trainer = _find_trainer(self)
+            if trainer is not None:
+                self.attach(trainer)
+            else:
+                logger.debug("memscope: no Trainer found in the frames calling on_init_end; "
+                             "measuring from callback events")
+
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._trainer is None:
             self.tracker.start("train")
@@ -126,29 +245,25 @@ class MemoryMetricsCallback(TrainerCallback):
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._trainer is None and "train" in self.tracker.running_stages():
             self.tracker.stop("train")
-            self._report("train", None, state)
+            self._report("train", "train", None, state, args)
 
     def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._trainer is None and not self._pending:
             self.tracker.start(_PENDING)
             self._pending = True
 
-    def _finish_prediction(self, stage: str, state: Any, returned: Optional[_Metrics]) -> None:
+    def _finish_prediction(self, name: str, state: Any, args: Any,
+                           returned: Optional[_Metrics]) -> None:
         if self._trainer is not None or not self._pending:
             return
         self._pending = False
         self.tracker.stop(_PENDING)
-        raw: dict[str, Any] = {}
-        self.tracker.update_metrics(_PENDING, raw)
-        prefix = _PENDING + "_"
-        metrics = {(stage + "_" + k[len(prefix):]) if k.startswith(prefix) else k: v
-                   for k, v in raw.items()}
-        self._publish(metrics, returned, state)
+        self._report(_PENDING, name, returned, state, args)
 
     def on_evaluate(self, args: Any, state: Any, control: Any, metrics: Optional[_Metrics] = None,
                     **kwargs: Any) -> None:
-        self._finish_prediction("eval", state, metrics)
+        self._finish_prediction("eval", state, args, metrics)
 
     def on_predict(self, args: Any, state: Any, control: Any, metrics: Optional[_Metrics] = None,
                    **kwargs: Any) -> None:
-        self._finish_prediction("test", state, metrics)
+        self._finish_prediction("test", state, args, metrics)

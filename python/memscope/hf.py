@@ -21,8 +21,8 @@ What it writes, and what it never does:
 - ``init_*`` (and ``before_init_mem_*``) go once, with the first train() / evaluate() /
   predict() result, as the Trainer reports its own; they cover the time from the callback's
   construction to the end of the Trainer's construction (for one that did not see the Trainer
-  being built: to ``attach()``, or to the first stage). Evaluations during training are reported in their own
-  log entries, without init.
+  being built: to ``attach()``, or to the first stage). Evaluations during training are
+  reported in their own log entries, without init.
 - A key the Trainer wrote is never overwritten: ``train_runtime``, ``eval_runtime`` and
   ``test_runtime`` stay the Trainer's (memscope's own runtimes are in ``last_metrics``).
 - With the Trainer's own memory tracker on (``skip_memory_metrics=False``), its ``*_mem_*``

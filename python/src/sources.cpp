@@ -7,6 +7,7 @@
 // and waits for the GIL.)
 #include "sources.hpp"
 
+#include <fmt/format.h>
 #include <nanobind/stl/string.h>
 
 #include <algorithm>
@@ -19,9 +20,33 @@
 namespace memscope::python {
 namespace {
 
+// A byte count a Python source returned: an int (or anything with __index__) within signed
+// 64 bits; otherwise a TypeError or ValueError naming the source and the call, not nanobind's
+// untyped std::bad_cast. `source()` gives the source's name, asked only for the message. GIL held.
+template <class Name>
+std::int64_t to_bytes(nb::handle value, const Name& source, const char* call) {
+  PyObject* index = PyNumber_Index(value.ptr());
+  if (index == nullptr) {
+    PyErr_Clear();
+    raise(PyExc_TypeError, fmt::format("memory source '{}': {} must be an int (bytes), not {}",
+                                       source(), call, nb::type_name(value.type()).c_str()));
+  }
+  const nb::object number = nb::steal(index);
+  int overflow = 0;
+  const long long bytes = PyLong_AsLongLongAndOverflow(number.ptr(), &overflow);
+  if (overflow != 0) {
+    raise(PyExc_ValueError,
+          fmt::format("memory source '{}': {} gave {}, which does not fit in a signed 64-bit "
+                      "integer",
+                      source(), call, nb::str(number).c_str()));
+  }
+  return static_cast<std::int64_t>(bytes);
+}
+
 class PyWindow final : public MemorySource::Window {
  public:
-  PyWindow(nb::object window, std::int64_t begin) : window_(std::move(window)), begin_(begin) {}
+  PyWindow(nb::object window, std::int64_t begin, std::string source)
+      : window_(std::move(window)), begin_(begin), source_(std::move(source)) {}
   ~PyWindow() override { drop_reference(window_); }
 
   [[nodiscard]] std::int64_t begin() const noexcept override { return begin_; }
@@ -31,8 +56,9 @@ class PyWindow final : public MemorySource::Window {
     nb::gil_scoped_acquire gil;
     try {
       nb::object result = window_.attr("close")();
-      r.current = nb::cast<std::int64_t>(result[0]);
-      r.peak = std::max({nb::cast<std::int64_t>(result[1]), r.current, begin_});
+      const auto source = [this] { return source_; };
+      r.current = to_bytes(result[0], source, "close()[0] (current)");
+      r.peak = std::max({to_bytes(result[1], source, "close()[1] (peak)"), r.current, begin_});
     } catch (...) {
       report_unraisable(std::current_exception(),
                         "memscope: closing a tracker window of a Python source");
@@ -43,6 +69,7 @@ class PyWindow final : public MemorySource::Window {
  private:
   nb::object window_;
   std::int64_t begin_;
+  std::string source_;  // the source's name, for error messages
 };
 
 class PySource final : public MemorySource {
@@ -60,13 +87,16 @@ class PySource final : public MemorySource {
   [[nodiscard]] std::string mode() const override { return text("mode"); }
   [[nodiscard]] std::int64_t current() const override {
     nb::gil_scoped_acquire gil;
-    return nb::cast<std::int64_t>(object_.attr("current")());
+    return to_bytes(
+        object_.attr("current")(), [this] { return text("name"); }, "current()");
   }
   [[nodiscard]] std::unique_ptr<Window> open_window() override {
     nb::gil_scoped_acquire gil;
     nb::object window = object_.attr("open_window")();
-    const auto begin = nb::cast<std::int64_t>(window.attr("begin"));
-    return std::make_unique<PyWindow>(std::move(window), begin);
+    std::string source = text("name");
+    const std::int64_t begin = to_bytes(
+        window.attr("begin"), [&source] { return source; }, "open_window().begin");
+    return std::make_unique<PyWindow>(std::move(window), begin, std::move(source));
   }
 
  private:

@@ -319,3 +319,44 @@ def test_metric_values_keep_their_number_types(tmp_path) -> None:
     memscope.save_metrics("train", metrics, tmp_path, combined=False)
     assert memscope.load_metrics(tmp_path / "train_results.json") == {
         "a": 5, "b": 0.5, "c": 2**63 - 1, "d": -(2**63), "e": float(2**63), "f": 1, "g": "text"}
+
+
+class _Window:
+    def __init__(self, begin: object, end: object) -> None:
+        self.begin, self._end = begin, end
+
+    def close(self) -> tuple[object, object]:
+        return self._end, self._end
+
+
+class _BigSource:
+    """A Python source whose numbers are given: no int of more than 64 bits gets through."""
+    name, kind, available, reason, mode = "big", "gpu", True, "", "given"
+
+    def __init__(self, begin: object, end: object) -> None:
+        self._begin, self._end = begin, end
+
+    def current(self) -> object:
+        return self._begin
+
+    def open_window(self) -> _Window:
+        return _Window(self._begin, self._end)
+
+
+def test_python_source_numbers_that_are_not_byte_counts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 10.9: 2**63 from a Python source was an untyped std::bad_cast."""
+    t = memscope.Tracker([_BigSource(2**63, 0)], implicit_init=False)
+    with pytest.raises(ValueError, match=r"memory source 'big': open_window\(\).begin gave "
+                                         r"9223372036854775808, which does not fit"):
+        t.start("a")
+    with pytest.raises(TypeError, match=r"memory source 'big': open_window\(\).begin must be an "
+                                        r"int \(bytes\), not float"):
+        memscope.Tracker([_BigSource(1.5, 0)], implicit_init=False).start("a")
+    unraisable: list[BaseException | None] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda args: unraisable.append(args.exc_value))
+    t = memscope.Tracker([_BigSource(0, 2**63)], implicit_init=False)
+    t.start("a")
+    t.stop("a")  # a window's close() never raises: reported, and the stage still ends
+    assert [type(e) for e in unraisable] == [ValueError]
+    assert "memory source 'big': close()[0] (current) gave 9223372036854775808" in str(unraisable[0])
+    assert t.metrics["a_mem_gpu_alloc_delta"] == 0

@@ -30,10 +30,10 @@ What it writes, and what it never does:
   ``before_init_memscope_cpu``), said once in the log.
 
 Added with ``trainer.add_callback()`` after construction and never attached, it has nothing but
-callback events: "train" runs from on_train_begin to on_train_end and is reported in
-``state.log_history`` only; an evaluation or prediction is measured from its first
+callback events: "train" runs from on_train_begin to the Trainer's final log of train()'s
+metrics (else on_train_end); an evaluation or prediction is measured from its first
 on_prediction_step (after its first batch: that batch's own peak can be missed) to on_evaluate /
-on_predict, and added to the dict the Trainer returns and to ``state.log_history``.
+on_predict. The metrics are added to the dict the Trainer returns and to ``state.log_history``.
 """
 
 from __future__ import annotations
@@ -241,6 +241,16 @@ class MemoryMetricsCallback(TrainerCallback):
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._trainer is None:
             self.tracker.start("train")
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: Optional[_Metrics] = None,
+               **kwargs: Any) -> None:
+        # The Trainer logs train()'s final metrics (train_runtime and train_loss together only
+        # there; PrinterCallback may have popped total_flos) with the very dict train() returns,
+        # just before on_train_end: train ends there, so its numbers reach that dict too.
+        if (self._trainer is None and logs is not None and "train" in self.tracker.running_stages()
+                and {"train_runtime", "train_loss"} <= logs.keys()):
+            self.tracker.stop("train")
+            self._report("train", "train", logs, state, args)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._trainer is None and "train" in self.tracker.running_stages():

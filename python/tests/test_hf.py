@@ -70,6 +70,17 @@ class _CallbackHandler:
             getattr(cb, event)(args, state, control, model=None, **kwargs)
 
 
+class _PrinterCallback:
+    """transformers.PrinterCallback (the Trainer adds it after the user's callbacks when
+    disable_tqdm): it pops total_flos from the dict it is given, which train() returns."""
+
+    def __getattr__(self, event: str):
+        return lambda *args, **kwargs: None
+
+    def on_log(self, args, state, control, logs=None, **kwargs) -> None:
+        logs.pop("total_flos", None)
+
+
 class FakeTrainer:
     """transformers.Trainer (5.x) in the order that matters to memscope, allocating on a sim
     device: the memory tracker's start/stop, the callback events, speed_metrics' *_runtime,
@@ -85,6 +96,7 @@ class FakeTrainer:
         self._memory_tracker.start("init")
         self.model = memscope.alloc(model_bytes, spec)  # the model, placed on the device
         self.callback_handler = _CallbackHandler(callbacks or [])
+        self.add_callback(_PrinterCallback())
         self.state, self.control = _State(), None
         self.runtimes: dict[str, float] = {}  # what speed_metrics measured
         self._held: list[int] = []
@@ -294,7 +306,9 @@ def test_added_after_construction_measures_from_events(hf, sim_spec: str) -> Non
     cb = _callback(hf, sim_spec)
     trainer = FakeTrainer(sim_spec)
     trainer.add_callback(cb)
-    trainer.train()
+    returned = trainer.train().metrics
+    assert returned["train_mem_gpu_peaked_delta"] == 40 * MiB  # through on_log's dict
+    assert returned["train_runtime"] == trainer.runtimes["train"]
     ours = [h for h in trainer.state.log_history if any("_mem_" in k for k in h)]
     assert ours[0]["eval_mem_gpu_peaked_delta"] >= 0  # from after the first batch
     assert "eval_runtime" not in ours[0]  # the Trainer's is in the eval's returned dict
@@ -374,6 +388,8 @@ def test_real_trainer_on_cpu(tmp_path) -> None:
                                        callbacks=[cb] if style == "callbacks" else None)
         if style == "attach":
             cb.attach(trainer)
+        elif style == "added":  # callback events only
+            trainer.add_callback(cb)
         logged_runtimes: dict[str, list] = collections.defaultdict(list)
         out = trainer.train().metrics, trainer.evaluate(), trainer.predict(Data()).metrics
         for entry in trainer.state.log_history:
@@ -394,7 +410,11 @@ def test_real_trainer_on_cpu(tmp_path) -> None:
         keys[style] = [sorted(d) for d in (train, evaluated, predicted)]
     assert keys["callbacks"] == keys["attach"]
 
-    cb, (train, evaluated, predicted), _ = run("callbacks", skip=False)  # the Trainer's own, too
+    _, (train, evaluated, predicted), logged = run("added", skip=True)
+    assert "train_mem_cpu_peaked_delta" in train and "eval_mem_cpu_alloc_delta" in evaluated
+    assert logged["train_runtime"] == [train["train_runtime"]]
+
+    _, (train, evaluated, predicted), _ = run("callbacks", skip=False)  # the Trainer's own, too
     for split, metrics in (("train", train), ("eval", evaluated), ("test", predicted)):
         assert f"{split}_mem_cpu_alloc_delta" in metrics  # the Trainer's
         assert f"{split}_memscope_cpu_alloc_delta" in metrics  # memscope's

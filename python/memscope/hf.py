@@ -230,13 +230,15 @@ class MemoryMetricsCallback(TrainerCallback):
         """The Trainer that holds this callback is built: init ends here, and the callback
         attaches itself to that Trainer (found from the calling frames) when it can."""
         self._end_init()
-        if self._trainer is None:
-            trainer = _find_trainer(self)
-            if trainer is not None:
-                self.attach(trainer)
-            else:
-                logger.debug("memscope: no Trainer found in the frames calling on_init_end; "
-                             "measuring from callback events")
+        trainer = _find_trainer(self)
+        if self._trainer is None and trainer is not None:
+            self.attach(trainer)
+        elif self._trainer is None:
+            logger.debug("memscope: no Trainer found in the frames calling on_init_end; "
+                         "measuring from callback events")
+        elif trainer is not self._trainer:
+            logger.warning("this MemoryMetricsCallback is attached to another Trainer already; "
+                           "build one callback per Trainer to measure this one")
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._trainer is None:

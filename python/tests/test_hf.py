@@ -287,7 +287,7 @@ def test_both_attachment_styles_return_the_same_keys(hf, sim_spec: str) -> None:
     assert train["train_mem_gpu_peaked_delta"] == 40 * MiB
 
 
-def test_attach_twice(hf, sim_spec: str) -> None:
+def test_attach_twice(hf, sim_spec: str, caplog: pytest.LogCaptureFixture) -> None:
     cb = _callback(hf, sim_spec)
     trainer = FakeTrainer(sim_spec, [cb])  # attached itself
     assert cb.attach(trainer) is cb
@@ -297,8 +297,11 @@ def test_attach_twice(hf, sim_spec: str) -> None:
     other = FakeTrainer(sim_spec)
     with pytest.raises(RuntimeError, match="already attached"):
         cb.attach(other)
-    trainer.close()
-    other.close()
+    with caplog.at_level(logging.WARNING, logger="memscope.hf"):
+        third = FakeTrainer(sim_spec, [cb])  # cannot attach itself twice: says so
+    assert "attached to another Trainer already" in caplog.text
+    for t in (trainer, other, third):
+        t.close()
 
 
 def test_added_after_construction_measures_from_events(hf, sim_spec: str) -> None:

@@ -98,6 +98,12 @@ class CascadePeak {
     counter_.reset_peak();
   }
 
+  // Folds the counter's peak so far into the innermost open window without resetting it (for a
+  // copy of the state that will see the counter start afresh, as a forked child does).
+  void fold_peak() {
+    if (!windows_.empty()) fold_peak_into_innermost(current());
+  }
+
   [[nodiscard]] bool empty() const noexcept { return windows_.empty(); }
   [[nodiscard]] Counter& counter() noexcept { return counter_; }
 

@@ -5,9 +5,11 @@
 // reason() when not), how it measures peaks (mode(), printed in every report), and opens
 // windows: a window remembers the value when it opened and, when closed, gives the value then
 // and the highest value in between. Windows of one source may be nested, overlapping and
-// closed in any order, and each must be exact; that is the whole contract.
+// closed in any order, and each must be exact (or state how far off it may be: peak_bound());
+// that is the whole contract.
 //
-// Implementations here: make_host_source (HostProbe: VmHWM or sampling),
+// Implementations here: make_host_source (HostProbe: VmHWM or sampling, within the kernel's
+// RSS-counter slack),
 // make_allocator_source (a CachingAllocator's allocated_bytes through PeakScope, the number
 // torch.cuda.memory_allocated reports) and make_unavailable_source (a placeholder that says
 // why, e.g. "no CUDA driver"). New sources (NVML, torch) implement the two classes below.
@@ -61,6 +63,10 @@ class MemorySource {
   [[nodiscard]] virtual std::string reason() const = 0;    // why not available; else empty
   [[nodiscard]] virtual std::string mode() const = 0;      // "kernel-hwm", "sampling 1ms", ...
   [[nodiscard]] virtual std::int64_t current() const = 0;  // bytes now
+  // How far a reading may be from the exact value, in bytes (the host's RSS counters are
+  // approximate: HostProbe::peak_bound()); 0 for an exact source. Reported as
+  // {stage}_mem_{label}_peak_bound.
+  [[nodiscard]] virtual std::int64_t peak_bound() const { return 0; }
   // Opens a window now. Only called when available().
   [[nodiscard]] virtual std::unique_ptr<Window> open_window() = 0;
 };

@@ -1,5 +1,6 @@
 // MemoryTracker: per-stage CPU and GPU memory metrics with the Hugging Face Trainer's names,
-// exact for nested and overlapping stages.
+// for nested and overlapping stages: exact for allocator sources, within the kernel's stated RSS
+// slack for the host ({stage}_mem_cpu_peak_bound; docs/tracker.md).
 //
 //   memscope::MemoryTracker tracker({.sources = {memscope::make_host_source(),
 //                                                memscope::make_allocator_source(gpu0)}});
@@ -16,7 +17,9 @@
 // there is one source of that kind, and "cpu"/"gpu" (the first) plus "gpu0", "gpu1", ... when
 // there are several; optionally _begin, _end and _peak; {stage}_runtime in seconds; and
 // {stage}_mem_{label}_mode, how the source measured ("kernel-hwm", "sampling 1ms",
-// "unavailable: <reason>"). An unavailable source contributes no numbers.
+// "unavailable: <reason>"), with {stage}_mem_{label}_peak_bound, how many bytes its numbers may
+// be off, for a source that is not exact (the host). An unavailable source contributes no
+// numbers.
 //
 // "init" is the memory spent from the tracker's construction to the first start() (or an
 // "init" stage the caller runs); its metrics and before_init_mem_{label} (the value at
@@ -25,7 +28,8 @@
 // Skipping (TrackerOptions::skip_memory_metrics, or MEMSCOPE_SKIP_MEMORY_METRICS=1) makes
 // every call return at once: no sources are opened and no metrics are produced.
 //
-// Thread safety: every method may be called from any thread (one mutex). Ownership: the
+// Thread safety: every method may be called from any thread (one mutex, held around fork() so
+// a child forked while another thread is inside the tracker can use it). Ownership: the
 // tracker shares its sources; Stage handles must not outlive their tracker.
 // Errors: UsageError for a bad stage name, starting a running stage, stopping or reporting a
 // stage that is not running / has not run; ConfigError for a bad MEMSCOPE_SKIP_MEMORY_METRICS;

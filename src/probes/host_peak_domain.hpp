@@ -11,6 +11,13 @@
 // is open and feeds it to the innermost window; reads on the caller's side add a sample too.
 // Samples are taken under the lock so none lands in a window opened after it was taken.
 //
+// Both modes survive fork() (probes/fork_guard.hpp): the lock is taken around it, and in the
+// child a domain of its own process reopens its /proc/self files and (sampling) restarts its
+// thread when next needed. Windows open at the fork stay open in the child: its memory is a copy
+// of the parent's, so they report the parent's peak until the fork and the child's after it
+// (kernel mode folds the parent's VmHWM into them before forking, since the child's VmHWM
+// starts afresh).
+//
 // Thread safety: every method locks the domain's mutex.
 #pragma once
 
@@ -50,6 +57,11 @@ class HostPeakDomain {
 // A new sampling domain for `pid`. Throws BackendUnavailableError when statm cannot be opened.
 [[nodiscard]] std::shared_ptr<HostPeakDomain> sampling_domain(int pid,
                                                               std::chrono::microseconds interval);
+
+// The process-lifetime peak RSS of this process that memscope has seen: every value of the
+// kernel's high-water mark read just before memscope reset it, and every VmHWM and VmRSS read.
+// Lock-free; a forked child starts from zero. process_peak_rss() reads it.
+void note_self_peak(std::int64_t bytes) noexcept;
 
 // Message for a process that can no longer be read.
 [[noreturn]] void throw_process_gone(int pid, const char* file);

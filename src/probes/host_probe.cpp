@@ -4,9 +4,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 
 #include "memscope/errors.hpp"
+#include "probes/fork_guard.hpp"
 #include "probes/host_peak_domain.hpp"
 #include "probes/proc_files.hpp"
 
@@ -32,7 +37,89 @@ int open_or_throw(int pid, const char* name) {
   return fd.release();
 }
 
+// The process-lifetime peak noted so far; a forked child starts from zero (its ru_maxrss does).
+class SelfPeak final : private detail::ForkHooks {
+ public:
+  SelfPeak() { detail::add_fork_hooks(detail::ForkLevel::probe, *this); }
+  SelfPeak(const SelfPeak&) = delete;
+  SelfPeak& operator=(const SelfPeak&) = delete;
+  ~SelfPeak() override { detail::remove_fork_hooks(detail::ForkLevel::probe, *this); }
+
+  void note(std::int64_t bytes) noexcept {
+    std::int64_t seen = peak_.load(std::memory_order_relaxed);
+    while (bytes > seen && !peak_.compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) {
+    }
+  }
+  [[nodiscard]] std::int64_t get() const noexcept { return peak_.load(std::memory_order_relaxed); }
+
+ private:
+  void before_fork() noexcept override {}
+  void after_fork_parent() noexcept override {}
+  void after_fork_child() noexcept override { peak_.store(0, std::memory_order_relaxed); }
+
+  std::atomic<std::int64_t> peak_{0};
+};
+
+SelfPeak& self_peak() {
+  static auto* const peak = new SelfPeak();  // NOLINT(cppcoreguidelines-owning-memory): never freed
+  return *peak;
+}
+
 }  // namespace
+
+namespace detail {
+
+void note_self_peak(std::int64_t bytes) noexcept {
+  self_peak().note(bytes);
+}
+
+// A probe's files, reopened in a forked child when the probe watches its own process.
+class ProbeForkHooks final : public ForkHooks {
+ public:
+  ProbeForkHooks(int& pid, int statm_fd, int status_fd)
+      : pid_(pid), statm_fd_(statm_fd), status_fd_(status_fd) {
+    add_fork_hooks(ForkLevel::probe, *this);
+  }
+  ProbeForkHooks(const ProbeForkHooks&) = delete;
+  ProbeForkHooks& operator=(const ProbeForkHooks&) = delete;
+  ~ProbeForkHooks() override { remove_fork_hooks(ForkLevel::probe, *this); }
+
+  void before_fork() noexcept override {}
+  void after_fork_parent() noexcept override {}
+  void after_fork_child() noexcept override {
+    pid_ = static_cast<int>(getpid());
+    reopen_self_proc(statm_fd_, "statm", O_RDONLY);
+    reopen_self_proc(status_fd_, "status", O_RDONLY);
+  }
+
+ private:
+  int& pid_;
+  int statm_fd_;
+  int status_fd_;
+};
+
+}  // namespace detail
+
+std::int64_t process_peak_rss() {
+  (void)self_peak();  // its fork hook exists before anything is noted
+  const HostMemory m = read_host_memory(0);
+  return std::max({self_peak().get(), m.hwm, m.rss, detail::self_maxrss_bound()});
+}
+
+bool host_peak_no_reset_from_env() {
+  const char* raw = std::getenv("MEMSCOPE_HOST_PEAK_MODE");  // NOLINT(concurrency-mt-unsafe)
+  if (raw == nullptr) return false;
+  std::string value(raw);
+  std::transform(value.begin(), value.end(), value.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (value.empty() || value == "auto") return false;
+  if (value == "no-reset" || value == "sampling") return true;
+  throw ConfigError("memscope: MEMSCOPE_HOST_PEAK_MODE='" + std::string(raw) +
+                        "' is not a host peak mode; use auto (kernel-hwm where clear_refs can be "
+                        "written) or no-reset (sampling, never writes clear_refs; also "
+                        "'sampling')",
+                    "MEMSCOPE_HOST_PEAK_MODE", raw);
+}
 
 HostMemory read_host_memory(int pid) {
   detail::Fd fd = detail::open_proc(pid, "status", O_RDONLY);
@@ -43,6 +130,8 @@ HostMemory read_host_memory(int pid) {
 
 HostProbe::HostProbe(const HostProbeOptions& options)
     : pid_(options.pid == 0 ? static_cast<int>(getpid()) : options.pid) {
+  const bool self = pid_ == getpid();  // follows this process into a forked child
+  const int open_pid = self ? 0 : options.pid;
   if (options.pid < 0) {
     throw UsageError(
         "memscope: HostProbeOptions::pid must be 0 (this process) or a process id, not " +
@@ -52,10 +141,13 @@ HostProbe::HostProbe(const HostProbeOptions& options)
     throw UsageError("memscope: HostProbeOptions::sampling_interval must be positive, not " +
                      std::to_string(options.sampling_interval.count()) + "us");
   }
-  detail::Fd statm(open_or_throw(options.pid, "statm"));
-  detail::Fd status(open_or_throw(options.pid, "status"));
+  detail::Fd statm(open_or_throw(open_pid, "statm"));
+  detail::Fd status(open_or_throw(open_pid, "status"));
+  if (self) (void)self_peak();  // before the first reset, so a child resets it too
   if (options.force_sampling) {
-    fallback_reason_ = "sampling forced by HostProbeOptions::force_sampling";
+    fallback_reason_ = "sampling forced by HostProbeOptions::force_sampling (no-reset mode)";
+  } else if (host_peak_no_reset_from_env()) {
+    fallback_reason_ = "sampling forced by MEMSCOPE_HOST_PEAK_MODE (no-reset mode)";
   } else {
     domain_ = detail::kernel_hwm_domain(options.pid, fallback_reason_);
   }
@@ -67,11 +159,13 @@ HostProbe::HostProbe(const HostProbeOptions& options)
     mode_ = HostPeakMode::sampling;
     mode_name_ = "sampling " + interval_name(options.sampling_interval);
   }
+  if (self) fork_hooks_ = std::make_unique<detail::ProbeForkHooks>(pid_, statm.get(), status.get());
   statm_fd_ = statm.release();
   status_fd_ = status.release();
 }
 
 HostProbe::~HostProbe() noexcept {
+  fork_hooks_.reset();          // first: a fork now must not reopen closed descriptors
   detail::Fd statm(statm_fd_);  // closes
   detail::Fd status(status_fd_);
 }
@@ -86,6 +180,11 @@ std::int64_t HostProbe::current_rss() const {
   std::int64_t rss = 0;
   if (!detail::read_statm(statm_fd_, rss)) detail::throw_process_gone(pid_, "statm");
   return rss;
+}
+
+std::int64_t HostProbe::peak_bound() const {
+  if (detail::rss_counters_are_per_cpu()) return detail::rss_counter_slack(1);
+  return detail::rss_counter_slack(detail::read_status_threads(status_fd_));
 }
 
 HostProbe::Window HostProbe::open_window() {

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <optional>
@@ -112,6 +114,47 @@ std::int64_t self_maxrss_bound() noexcept {
   rusage usage{};
   if (getrusage(RUSAGE_SELF, &usage) != 0) return INT64_MAX;  // no bound: caller reads status
   return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
+}
+
+std::int64_t read_status_threads(int fd) noexcept {
+  char buf[kBufferSize];
+  const std::size_t n = read_at_zero(fd, buf, sizeof buf);
+  std::int64_t threads = 0;
+  for_each_status_field({buf, n}, [&threads](std::string_view key, std::string_view value) {
+    if (key != "Threads") return false;
+    if (const std::optional<std::int64_t> v = take_number(value)) threads = *v;
+    return true;
+  });
+  return threads;
+}
+
+bool rss_counters_are_per_cpu() noexcept {
+  static const bool per_cpu = [] {
+    utsname u{};
+    if (uname(&u) != 0) return true;  // assume the current rule
+    std::string_view release(static_cast<const char*>(u.release));
+    const std::optional<std::int64_t> major = take_number(release);
+    if (!release.empty() && release.front() == '.') release.remove_prefix(1);
+    const std::optional<std::int64_t> minor = take_number(release);
+    if (!major || !minor) return true;
+    return *major > 6 || (*major == 6 && *minor >= 2);
+  }();
+  return per_cpu;
+}
+
+std::int64_t rss_counter_slack(std::int64_t threads) noexcept {
+  constexpr std::int64_t kCounters = 3;  // MM_ANONPAGES, MM_FILEPAGES, MM_SHMEMPAGES
+  if (rss_counters_are_per_cpu()) {
+    // Once: sysconf reads /sys for the online CPUs, and stages ask at every stop.
+    static const std::int64_t per_cpu_slack = [] {
+      const std::int64_t cpus = std::max<std::int64_t>(1, sysconf(_SC_NPROCESSORS_ONLN));
+      const std::int64_t batch = std::max<std::int64_t>(32, 2 * cpus);
+      return kCounters * (batch - 1) * cpus * page_size();
+    }();
+    return per_cpu_slack;
+  }
+  constexpr std::int64_t kTaskRssEvents = 64;
+  return kCounters * kTaskRssEvents * std::max<std::int64_t>(1, threads) * page_size();
 }
 
 }  // namespace memscope::detail

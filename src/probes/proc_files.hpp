@@ -50,9 +50,28 @@ void proc_path(int pid, const char* name, char* out, std::size_t size) noexcept;
 [[nodiscard]] bool read_status(int fd, HostMemory& out) noexcept;
 [[nodiscard]] bool read_statm(int fd, std::int64_t& rss) noexcept;
 
-// getrusage(RUSAGE_SELF).ru_maxrss in bytes. The kernel computes it as the larger of the
-// process's VmHWM and the peaks of threads that exited, so it is an upper bound on this
-// process's VmHWM that costs a fraction of reading status.
+// getrusage(RUSAGE_SELF).ru_maxrss in bytes: the larger of the kernel's high-water mark of
+// this process (the part of VmHWM that clear_refs erases) and the peaks recorded when threads
+// exited. It costs a fraction of reading status. Not a strict bound on VmHWM since Linux 6.2:
+// status shows max(that mark, the exact RSS), and the mark comes from the approximate sum (see
+// rss_counter_slack).
 [[nodiscard]] std::int64_t self_maxrss_bound() noexcept;
+
+// The "Threads:" line of /proc/<pid>/status, read through `fd`; 0 when it cannot be read.
+[[nodiscard]] std::int64_t read_status_threads(int fd) noexcept;
+
+// How far the kernel's approximate RSS (statm, VmHWM, ru_maxrss) may be from the exact sum, in
+// bytes: the rule of the running kernel (uname), for a process with `threads` threads. The
+// online CPUs are counted once per process (CPU hotplug during a run is not followed).
+//   Linux >= 6.2: RSS is three per-CPU counters (anon, file, shmem; percpu_counter), each
+//     folding a CPU's local delta into the total once it reaches the batch, max(32, 2 * online
+//     CPUs) pages (lib/percpu_counter.c, compute_batch_value); a read of the total may miss
+//     up to batch - 1 pages per online CPU and counter: 3 * (batch - 1) * cpus pages.
+//   before: per-thread caches synced every 64 page faults (TASK_RSS_EVENTS_THRESH):
+//     3 * 64 * threads pages.
+[[nodiscard]] std::int64_t rss_counter_slack(std::int64_t threads) noexcept;
+// True on kernels whose RSS counters are per-CPU (6.2 and later): the slack does not depend on
+// the thread count.
+[[nodiscard]] bool rss_counters_are_per_cpu() noexcept;
 
 }  // namespace memscope::detail

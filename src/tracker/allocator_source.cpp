@@ -5,6 +5,7 @@
 
 #include "memscope/caching_allocator.hpp"
 #include "memscope/memory_source.hpp"
+#include "probes/fork_guard.hpp"
 
 namespace memscope {
 namespace {
@@ -62,6 +63,10 @@ class AllocatorSource final : public MemorySource {
 }  // namespace
 
 std::shared_ptr<MemorySource> make_allocator_source(CachingAllocator& allocator, SourceKind kind) {
+  // A tracker takes the allocator's lock under its own, so around fork() its lock must be taken
+  // first: register the tracker's fork handlers after the allocator's (their prepare handlers
+  // run in reverse order of registration).
+  detail::register_fork_handlers_last();
   return std::make_shared<AllocatorSource>(allocator, kind);
 }
 

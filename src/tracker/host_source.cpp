@@ -32,6 +32,7 @@ class HostSource final : public MemorySource {
   [[nodiscard]] std::string reason() const override { return {}; }
   [[nodiscard]] std::string mode() const override { return probe_->mode_name(); }
   [[nodiscard]] std::int64_t current() const override { return probe_->current_rss(); }
+  [[nodiscard]] std::int64_t peak_bound() const override { return probe_->peak_bound(); }
   [[nodiscard]] std::unique_ptr<Window> open_window() override {
     return std::make_unique<HostWindow>(probe_->open_window());
   }

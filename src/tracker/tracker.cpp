@@ -88,7 +88,12 @@ void MemoryTracker::Impl::finish(std::map<std::string, Running, std::less<>>::it
     if (window == nullptr) continue;
     const std::int64_t begin = window->begin();
     const MemorySource::Reading r = window->close();
-    f.values[i] = {begin, r.current, std::max({r.peak, r.current, begin})};
+    std::int64_t bound = 0;
+    try {
+      bound = slots[i].source->peak_bound();
+    } catch (...) {  // NOLINT(bugprone-empty-catch): a source that cannot say reports none
+    }
+    f.values[i] = {begin, r.current, std::max({r.peak, r.current, begin}), bound};
   }
   finished.insert_or_assign(it->first, std::move(f));  // a rerun replaces the earlier result
   running.erase(it);
@@ -115,9 +120,13 @@ MemoryTracker::MemoryTracker(TrackerOptions options) {
     impl_->running.emplace("init", impl_->open_stage());
     impl_->implicit_init_running = true;
   }
+  detail::add_fork_hooks(detail::ForkLevel::tracker, *impl_);  // last: nothing throws after it
 }
 
-MemoryTracker::~MemoryTracker() noexcept = default;  // open windows close as they are destroyed
+MemoryTracker::~MemoryTracker() noexcept {
+  if (impl_) detail::remove_fork_hooks(detail::ForkLevel::tracker, *impl_);
+  // open windows close as impl_ is destroyed
+}
 
 void MemoryTracker::start(std::string_view stage) {
   if (!impl_) return;

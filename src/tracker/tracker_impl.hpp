@@ -1,5 +1,6 @@
 // The state behind MemoryTracker, shared by tracker.cpp (stages) and tracker_report.cpp
-// (metrics). Everything is guarded by `mutex`.
+// (metrics). Everything is guarded by `mutex`, which is held around fork() (the fork hooks) so a
+// child forked while another thread is inside the tracker finds it unlocked and consistent.
 #pragma once
 
 #include <chrono>
@@ -11,10 +12,11 @@
 #include <vector>
 
 #include "memscope/tracker.hpp"
+#include "probes/fork_guard.hpp"
 
 namespace memscope {
 
-struct MemoryTracker::Impl {
+struct MemoryTracker::Impl final : detail::ForkHooks {
   using Clock = std::chrono::steady_clock;
 
   struct Slot {  // one source and the labels its metrics use
@@ -27,6 +29,7 @@ struct MemoryTracker::Impl {
     std::int64_t begin = 0;
     std::int64_t end = 0;
     std::int64_t peak = 0;
+    std::int64_t bound = 0;  // the source's peak_bound() when the stage ended
   };
   struct Running {
     Clock::time_point started;
@@ -46,6 +49,12 @@ struct MemoryTracker::Impl {
   bool init_reported = false;
   bool absolute_values = false;
   bool report_modes = true;
+
+  void before_fork() noexcept override {
+    mutex.lock();  // NOLINT(bugprone-unhandled-exception-at-new): std::mutex::lock
+  }
+  void after_fork_parent() noexcept override { mutex.unlock(); }
+  void after_fork_child() noexcept override { mutex.unlock(); }
 
   // Opens a window on every available source. Throws what a source throws; windows already
   // opened close as the vector unwinds.

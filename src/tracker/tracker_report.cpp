@@ -18,6 +18,9 @@ void MemoryTracker::Impl::add_stage_metrics(const std::string& name, const Finis
       const Values& v = stage.values[i];
       out.insert_or_assign(prefix + "alloc_delta", v.end - v.begin);
       out.insert_or_assign(prefix + "peaked_delta", std::max<std::int64_t>(0, v.peak - v.end));
+      // How far the numbers may be from exact (the host's approximate RSS counters), with the
+      // mode, since it says how they were measured.
+      if (report_modes && v.bound > 0) out.insert_or_assign(prefix + "peak_bound", v.bound);
       if (absolute_values) {
         out.insert_or_assign(prefix + "begin", v.begin);
         out.insert_or_assign(prefix + "end", v.end);

@@ -12,6 +12,7 @@
 #include "memscope/simulated_backend.hpp"
 #include "memscope/tracker.hpp"
 #include "memscope/units.hpp"
+#include "sanitizers.hpp"
 
 namespace memscope {
 namespace {
@@ -47,6 +48,39 @@ TEST(TrackerHost, KeptAndTransientMemory) {
   EXPECT_MIB_NEAR(get(m, "train_mem_cpu_alloc_delta"), 256, 4);
   EXPECT_MIB_NEAR(get(m, "train_mem_cpu_peaked_delta"), 512, 8);
   EXPECT_EQ(std::get<std::string>(m.at("train_mem_cpu_mode")), "kernel-hwm");
+  EXPECT_GT(get(m, "train_mem_cpu_peak_bound"), 0);  // the kernel's RSS counters' slack
+}
+
+// Kernel-hwm stages reset VmHWM (and ru_maxrss, what /usr/bin/time reports); the lifetime peak
+// survives in process_peak_rss().
+TEST(TrackerHost, ProcessPeakOutlivesTheStagesResets) {
+  if (testing::kThreadSanitizer) GTEST_SKIP() << testing::kRssUnderTsan;
+  MemoryTracker tracker;
+  if (!kernel_mode(tracker)) GTEST_SKIP() << tracker.describe_sources();
+  const std::int64_t before = read_host_memory().rss;
+  {
+    auto stage = tracker.stage("train");
+    MappedBuffer transient(256 * MiB);
+  }
+  const std::int64_t transient_peak = before + static_cast<std::int64_t>(256 * MiB);
+  auto eval = tracker.stage("eval");  // resets VmHWM
+  EXPECT_LT(read_host_memory().hwm, transient_peak - static_cast<std::int64_t>(128 * MiB));
+  const std::int64_t bound = get(tracker.metrics("train"), "train_mem_cpu_peak_bound");
+  EXPECT_GE(process_peak_rss(), transient_peak - bound - static_cast<std::int64_t>(4 * MiB));
+}
+
+// The no-reset mode never writes clear_refs: VmHWM stays where it was.
+TEST(TrackerHost, NoResetModeLeavesVmHwmAlone) {
+  if (testing::kThreadSanitizer) GTEST_SKIP() << testing::kRssUnderTsan;
+  { MappedBuffer spike(128 * MiB); }
+  const std::int64_t hwm = read_host_memory().hwm;
+  MemoryTracker tracker({.sources = {make_host_source(HostProbeOptions{.force_sampling = true})}});
+  for (int i = 0; i < 10; ++i) {
+    auto outer = tracker.stage("outer");
+    auto inner = tracker.stage("inner");
+    EXPECT_GE(read_host_memory().hwm, hwm);
+  }
+  EXPECT_GE(read_host_memory().hwm, hwm);
 }
 
 TEST(TrackerHost, NestedStagesBothExact) {
@@ -100,6 +134,8 @@ TEST(TrackerHost, HostAndDeviceTogether) {
   EXPECT_TRUE(m.contains("before_init_mem_cpu"));
   EXPECT_TRUE(m.contains("before_init_mem_gpu"));
   EXPECT_TRUE(m.contains("init_mem_cpu_alloc_delta"));
+  EXPECT_TRUE(m.contains("train_mem_cpu_peak_bound"));
+  EXPECT_FALSE(m.contains("train_mem_gpu_peak_bound"));  // the allocator is exact
   gpu.deallocate(device);
 }
 

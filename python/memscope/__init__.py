@@ -65,6 +65,7 @@ from ._memscope import (
     format_bytes,
     format_size_exact,
     parse_size,
+    process_peak_rss,
 )
 
 __all__ = [
@@ -78,6 +79,7 @@ __all__ = [
     "list_gpu_processes", "gpu_processes", "set_per_process_memory_fraction",
     "cuda_is_available", "device_count", "current_device", "set_device", "default_allocator",
     "format_bytes", "format_size_exact", "parse_size", "host", "__version__",
+    "process_peak_rss",
 ]
 
 from ._tracking import (

@@ -37,6 +37,10 @@ void bind_host(nb::module_& m) {
   m.def(
       "_read_host_memory", [](int pid) { return to_dict(read_host_memory(pid)); },
       nb::arg("pid") = 0, "/proc/<pid>/status in bytes: rss, rss_anon, rss_file, rss_shmem, hwm.");
+  m.def("process_peak_rss", &process_peak_rss,
+        "The highest RSS of this process over its lifetime, in bytes: VmHWM and ru_maxrss now and "
+        "every high-water mark memscope read before resetting it (kernel-hwm peak windows lower "
+        "VmHWM and ru_maxrss, which /usr/bin/time and Slurm report; this does not drop).");
 
   nb::class_<PyHostWindow>(m, "HostPeakWindow",
                            "An exact peak window over a process's RSS (a context manager).")
@@ -69,6 +73,9 @@ void bind_host(nb::module_& m) {
       .def_prop_ro("pid", &HostProbe::pid)
       .def_prop_ro("mode", &HostProbe::mode_name, "\"kernel-hwm\" or \"sampling <interval>\".")
       .def_prop_ro("fallback_reason", &HostProbe::fallback_reason)
+      .def_prop_ro("peak_bound", &HostProbe::peak_bound,
+                   "Bytes by which readings may differ from the exact RSS: the kernel's per-CPU "
+                   "RSS counters are approximate (docs/tracker.md).")
       .def(
           "open_window", [](HostProbe& p) { return new PyHostWindow{p.open_window()}; },
           nb::rv_policy::take_ownership)

@@ -61,3 +61,21 @@ def test_mode_is_reported() -> None:
     assert host.mode() in ("kernel-hwm",) or host.mode().startswith("sampling")
     forced = memscope.host.HostProbe(force_sampling=True, sampling_interval=0.001)
     assert forced.mode == "sampling 1ms" and forced.fallback_reason
+
+
+def test_process_peak_survives_peak_window_resets() -> None:
+    probe = host.probe()
+    if probe.mode != "kernel-hwm":
+        pytest.skip(f"kernel-hwm mode unavailable: {probe.fallback_reason}")
+    before = host.rss()
+    with host.peak_window():
+        transient = touch(256 * MiB)
+        del transient
+    transient_peak = before + 256 * MiB
+    with host.peak_window():  # resets VmHWM
+        assert host.peak_rss() < transient_peak - 128 * MiB
+        assert memscope.process_peak_rss() >= transient_peak - probe.peak_bound - 8 * MiB
+
+
+def test_peak_bound_is_stated() -> None:
+    assert host.probe().peak_bound > 0

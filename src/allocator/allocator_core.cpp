@@ -30,6 +30,8 @@ std::size_t pool_index(bool small) {
 std::int64_t signed_size(std::size_t n) {
   return static_cast<std::int64_t>(n);
 }
+// Blocks and segments the recyclers keep across empty_cache(); the rest go back to the system.
+constexpr std::size_t kSpareBlocks = 64;
 #ifdef MEMSCOPE_ASAN
 constexpr bool kAsan = true;
 #else
@@ -102,15 +104,36 @@ PeakScope::Windows::Values AllocatorCore::peak_counters() const noexcept {
 
 AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
   if (last_pools_ != nullptr && last_pools_->stream == stream) return *last_pools_;
-  for (const auto& p : pools_) {
-    if (p->stream == stream) {
-      last_pools_ = p.get();
-      return *p;
+  auto& slot = pools_[stream];
+  if (!slot) {
+    try {
+      slot = std::make_unique<StreamPools>();
+      slot->stream = stream;
+    } catch (...) {
+      pools_.erase(stream);  // no empty slot left behind
+      throw;
     }
   }
-  pools_.push_back(std::make_unique<StreamPools>(StreamPools{stream}));
-  last_pools_ = pools_.back().get();
+  last_pools_ = slot.get();
   return *last_pools_;
+}
+
+void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
+  const std::size_t before = pools_.size();
+  for (auto it = pools_.begin(); it != pools_.end();) {
+    StreamPools* p = it->second.get();
+    if (p->segments == 0 && p != keep) {
+      if (p == last_pools_) last_pools_ = nullptr;
+      it = pools_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (pools_.size() == before) return;
+  try {
+    pools_.rehash(0);  // shrink the bucket array too
+  } catch (...) {      // keeping the buckets is fine
+  }
 }
 
 void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryError::Figures& oom) {
@@ -175,6 +198,7 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
       static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) > memory_limit_ - size) {
     return nullptr;
   }
+  (small ? pools.small : pools.large).prepare();  // the bins' storage, before any change
   void* base = backend_.reserve(size);
   if (base == nullptr) return nullptr;
   Segment* segment = segment_recycler_.acquire();  // cannot fail: allocate() prepared them
@@ -188,6 +212,7 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
   segment->next = segments_;
   if (segments_ != nullptr) segments_->prev = segment;
   segments_ = segment;
+  ++pools.segments;
   block->address = segment->base;
   block->size = size;
   block->segment = segment;
@@ -319,6 +344,9 @@ void AllocatorCore::release_segment(Block* block) noexcept {
   if (segment->prev != nullptr) segment->prev->next = segment->next;
   if (segment->next != nullptr) segment->next->prev = segment->prev;
   if (segments_ == segment) segments_ = segment->next;
+  if (const auto pools = pools_.find(segment->stream); pools != pools_.end()) {
+    --pools->second->segments;  // always found: a segment's pools outlive it
+  }
   block_recycler_.recycle(block);
   segment_recycler_.recycle(segment);
 }
@@ -342,7 +370,12 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 }
 
 std::size_t AllocatorCore::empty_cache() {
-  return release_all_cached();
+  const std::size_t released = release_all_cached();
+  // last_pools_ stays: a free-memory callback may call this inside allocate(), which holds it.
+  drop_unused_pools(last_pools_);
+  block_recycler_.trim(kSpareBlocks);
+  segment_recycler_.trim(kSpareBlocks);
+  return released;
 }
 
 bool AllocatorCore::call_free_memory_callbacks() {
@@ -354,12 +387,12 @@ bool AllocatorCore::call_free_memory_callbacks() {
 std::size_t AllocatorCore::release_all_cached() {
   synchronize_events();
   std::vector<Block*> whole;
-  for (const auto& pools : pools_) {
+  for (const auto& entry : pools_) {
     const auto collect = [&whole](Block* b) {
       if (!b->is_split()) whole.push_back(b);
     };
-    pools->small.for_each(detail::kSmallBuffer, collect);
-    pools->large.for_each(0, collect);
+    entry.second->small.for_each(detail::kSmallBuffer, collect);
+    entry.second->large.for_each(0, collect);
   }
   std::size_t released = 0;
   for (Block* b : whole) {
@@ -404,8 +437,8 @@ void AllocatorCore::garbage_collect() {
   const std::size_t target = reserved - threshold;
   // Large cached segments, by age (allocations since they were cached).
   std::vector<Block*> freeable;
-  for (const auto& pools : pools_) {
-    pools->large.for_each(0, [&freeable](Block* b) {
+  for (const auto& entry : pools_) {
+    entry.second->large.for_each(0, [&freeable](Block* b) {
       if (!b->is_split()) freeable.push_back(b);
     });
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "allocator/block.hpp"
@@ -61,10 +62,13 @@ class AllocatorCore {
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
 
  private:
+  // A stream's pools live while a segment of the stream does (segments point at their bins);
+  // empty_cache() drops the others, so a stream used once costs nothing once it is emptied.
   struct StreamPools {
     StreamId stream;
     detail::FreeBins small{true};
     detail::FreeBins large{false};
+    std::size_t segments = 0;  // live segments of this stream (both pools)
   };
   struct PendingEvent {
     EventId event;
@@ -73,6 +77,8 @@ class AllocatorCore {
   };
 
   [[nodiscard]] StreamPools& pools_for(StreamId stream);
+  // Drops the pools of every stream without segments, except `keep` (a caller may hold it).
+  void drop_unused_pools(const StreamPools* keep) noexcept;
   [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
   [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
                                            std::size_t rounded) const noexcept;
@@ -110,7 +116,10 @@ class AllocatorCore {
   PeakScope::Windows windows_;
   std::uint64_t clock_ = 0;  // counts allocate() calls; ages cached blocks for gc
 
-  std::vector<std::unique_ptr<StreamPools>> pools_;
+  // By stream. Only allocate() (through pools_for), reserve_segment() and release_segment()
+  // reach pools, and only drop_unused_pools() removes them: references to a StreamPools are
+  // held within one allocate() call, and segments refer to theirs through Segment::bins.
+  std::unordered_map<StreamId, std::unique_ptr<StreamPools>> pools_;
   StreamPools* last_pools_ = nullptr;  // most streams are used many times in a row
   detail::PointerMap live_;
   detail::Segment* segments_ = nullptr;

@@ -8,12 +8,14 @@
 //                no two cached blocks are neighbours (they would have been merged)
 //   free-bins    the free bins hold exactly the cached blocks, each in its segment's pool, and
 //                are consistent in themselves (FreeBins::audit)
+//   stream-pools each stream's pools are filed under its id and count its live segments
 //   pointer-map  the pointer map holds exactly the allocated blocks, each under its address
 //   pending      every pending stream event refers to a pending block of a live segment
 //   statistics   every current value equals what the blocks say (Snapshot::totals of the
 //                layout, the oversize counts), is not negative and is not above its peak
 #include <algorithm>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <fmt/format.h>
@@ -55,18 +57,20 @@ void AllocatorCore::validate() const {
   std::int64_t oversize_segments = 0;
   all.reserve(2 * live_.size() + 64);  // a guess that saves most regrowth
   cached.reserve(live_.size() + 64);
+  std::unordered_map<StreamId, std::size_t> segments_of;  // live segments per stream
   const Segment* previous_segment = nullptr;
   for (const Segment* s = segments_; s != nullptr; previous_segment = s, s = s->next) {
     if (s->prev != previous_segment) broken("tiling", describe(s) + ": wrong prev link");
     if (s->first == nullptr || s->first->address != s->base || s->first->prev != nullptr) {
       broken("tiling", describe(s) + ": its first block does not start it");
     }
-    const auto pools = std::find_if(pools_.begin(), pools_.end(), [s](const auto& p) {
-      return p->stream == s->stream && s->bins == (s->small_pool ? &p->small : &p->large);
-    });
-    if (pools == pools_.end()) {
+    const auto pools = pools_.find(s->stream);
+    if (pools == pools_.end() || pools->second->stream != s->stream ||
+        s->bins != (s->small_pool ? &pools->second->small : &pools->second->large)) {
       broken("free-bins", describe(s) + ": its bins are not its stream's pool of its kind");
     }
+    if (!s->bins->prepared()) broken("free-bins", describe(s) + ": its bins were never prepared");
+    ++segments_of[s->stream];
     if (s->size >= config_.max_split_size) ++oversize_segments;
     std::uintptr_t cursor = s->base;
     std::size_t blocks = 0;
@@ -132,7 +136,17 @@ void AllocatorCore::validate() const {
 
   std::vector<const Block*> in_bins;
   in_bins.reserve(cached.size());
-  for (const auto& pools : pools_) {
+  for (const auto& [stream, pools] : pools_) {
+    if (pools == nullptr || pools->stream != stream) {
+      broken("stream-pools",
+             fmt::format("the pools filed under stream {} are not its own", stream));
+    }
+    const auto found = segments_of.find(stream);
+    const std::size_t segments = found == segments_of.end() ? 0 : found->second;
+    if (pools->segments != segments) {
+      broken("stream-pools", fmt::format("stream {} counts {} segments, {} are live", stream,
+                                         pools->segments, segments));
+    }
     for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {
       const std::size_t first = in_bins.size();
       if (const auto problem = bins->audit(in_bins); problem.what != nullptr) {
@@ -143,6 +157,12 @@ void AllocatorCore::validate() const {
           broken("free-bins", describe(in_bins[i]) + ": in the bins of another pool or stream");
         }
       }
+    }
+  }
+  if (last_pools_ != nullptr) {
+    const auto found = pools_.find(last_pools_->stream);
+    if (found == pools_.end() || found->second.get() != last_pools_) {
+      broken("stream-pools", "the cached last-used pools are not among the live ones");
     }
   }
   std::sort(cached.begin(), cached.end());

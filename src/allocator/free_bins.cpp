@@ -1,6 +1,8 @@
 #include "allocator/free_bins.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cassert>
 
 #include "allocator/size_rules.hpp"
 
@@ -12,15 +14,38 @@ constexpr std::size_t kSmallBins = kSmallBuffer / kMinBlockSize;
 constexpr unsigned kSubBinBits = 4;       // 16 classes per power of two
 constexpr unsigned kFirstLargeLog2 = 20;  // 1 MiB
 constexpr std::size_t kLargeBins = (64 - kFirstLargeLog2) << kSubBinBits;
+constexpr std::size_t kMaxWords = (std::max(kSmallBins, kLargeBins) + 63) / 64;
+
+// What unprepared bins read: every class empty. Constant, so read-only memory: an insert()
+// before prepare() faults at once instead of corrupting bins shared by every stream.
+constexpr Block* kNoLists[kSmallBins] = {};
+constexpr SizeTreap kNoTrees[kLargeBins];
+constexpr std::uint64_t kNoWords[kMaxWords] = {};
 
 }  // namespace
 
 FreeBins::FreeBins(bool small_pool)
     : small_pool_(small_pool),
       bins_(small_pool ? kSmallBins : kLargeBins),
-      lists_(small_pool ? kSmallBins : 0, nullptr),
-      trees_(small_pool ? 0 : kLargeBins),
-      words_((bins_ + 63) / 64, 0) {}
+      word_count_((bins_ + 63) / 64),
+      // Only ever read through while unprepared (see kNoLists).
+      lists_(const_cast<Block**>(kNoLists)),
+      trees_(const_cast<SizeTreap*>(kNoTrees)),
+      words_(const_cast<std::uint64_t*>(kNoWords)) {}
+
+void FreeBins::prepare() {
+  if (prepared()) return;
+  auto words = std::make_unique<std::uint64_t[]>(word_count_);  // zeroed
+  if (small_pool_) {
+    own_lists_ = std::make_unique<Block*[]>(bins_);  // null
+    lists_ = own_lists_.get();
+  } else {
+    own_trees_ = std::make_unique<SizeTreap[]>(bins_);
+    trees_ = own_trees_.get();
+  }
+  own_words_ = std::move(words);
+  words_ = own_words_.get();
+}
 
 std::size_t FreeBins::bin_index(std::size_t size) const noexcept {
   if (small_pool_) {
@@ -58,6 +83,7 @@ void FreeBins::mark(std::size_t bin, bool nonempty) noexcept {
 }
 
 void FreeBins::insert(Block* block) noexcept {
+  assert(prepared());
   const std::size_t bin = bin_index(block->size);
   block->bin = static_cast<std::uint32_t>(bin);
   block->cache_seq = ++next_seq_;
@@ -146,7 +172,8 @@ FreeBins::Problem FreeBins::audit(std::vector<const Block*>& out) const {
     if (problem.what != nullptr) return problem;
     if (out.size() == before) return {"the bitmap marks an empty size class", nullptr};
   }
-  for (std::size_t word = 0; word < words_.size(); ++word) {
+  if (count_ > 0 && !prepared()) return {"blocks in bins that were never prepared", nullptr};
+  for (std::size_t word = 0; word < word_count_; ++word) {
     if (((summary_ >> word) & 1U) != (words_[word] != 0 ? 1U : 0U)) {
       return {"the summary bitmap disagrees with the class bitmap", nullptr};
     }

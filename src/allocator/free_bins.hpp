@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "allocator/block.hpp"
@@ -25,6 +26,12 @@ namespace memscope::detail {
 class FreeBins {
  public:
   explicit FreeBins(bool small_pool);
+
+  // Allocates the size classes' storage, once: call it before the first insert() (an insert
+  // into unprepared bins faults). Until then the bins cost a few words, so a stream that never
+  // caches a block does not pay for 4096 small-pool lists. May throw std::bad_alloc.
+  void prepare();
+  [[nodiscard]] bool prepared() const noexcept { return own_words_ != nullptr; }
 
   void insert(Block* block) noexcept;
   void remove(Block* block) noexcept;
@@ -71,10 +78,16 @@ class FreeBins {
   std::size_t bins_;
   std::size_t count_ = 0;
   std::uint64_t next_seq_ = 0;
-  std::vector<Block*> lists_;         // small pool: one list per exact size
-  std::vector<SizeTreap> trees_;      // large pool: one tree per size class
-  std::vector<std::uint64_t> words_;  // bit per bin: non-empty
-  std::uint64_t summary_ = 0;         // bit per word of words_: non-zero
+  std::size_t word_count_;
+  // Until prepare(), these point at shared, constant, all-empty storage that is only ever read
+  // (insert() is the only writer, and it comes after prepare()); then at own_*.
+  Block** lists_;              // small pool: one list per exact size
+  SizeTreap* trees_;           // large pool: one tree per size class
+  std::uint64_t* words_;       // bit per bin: non-empty
+  std::uint64_t summary_ = 0;  // bit per word of words_: non-zero
+  std::unique_ptr<Block*[]> own_lists_;
+  std::unique_ptr<SizeTreap[]> own_trees_;
+  std::unique_ptr<std::uint64_t[]> own_words_;
 };
 
 }  // namespace memscope::detail

@@ -30,6 +30,17 @@ class Recycler {
     spare_.pop_back();
     return p;
   }
+  // Frees the spares beyond `keep`.
+  void trim(std::size_t keep) noexcept {
+    while (spare_.size() > keep) {
+      delete spare_.back();
+      spare_.pop_back();
+    }
+    try {
+      spare_.shrink_to_fit();
+    } catch (...) {  // keeping the capacity is fine
+    }
+  }
   void recycle(T* p) noexcept {
     p->reset();
     try {

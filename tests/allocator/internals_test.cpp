@@ -71,6 +71,7 @@ Block* reference_fit(const std::vector<Block*>& cached, std::size_t size) {
 void check_bins_against_reference(bool small, std::size_t max_size, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   FreeBins bins(small);
+  bins.prepare();
   std::vector<Block> storage(4000);
   std::vector<Block*> cached;
   std::vector<Block*> spare;
@@ -117,6 +118,7 @@ TEST(FreeBinsTest, LargePoolManySizesInOneClassMatchReference) {
   // Every block within one size class (3 MiB .. 3 MiB + 192 KiB): the case a list made linear.
   std::mt19937_64 rng(4);
   FreeBins bins(false);
+  bins.prepare();
   std::vector<Block> storage(20'000);
   std::vector<Block*> cached;
   for (Block& b : storage) {

@@ -22,6 +22,10 @@ class AllocatorCoreTestAccess {
   static detail::Block* block(AllocatorCore& core, const void* ptr) {
     return core.live_.find(reinterpret_cast<std::uintptr_t>(ptr));
   }
+  static std::size_t stream_pools(const AllocatorCore& core) { return core.pools_.size(); }
+  static std::size_t& segment_count(AllocatorCore& core, StreamId stream) {
+    return core.pools_.at(stream)->segments;
+  }
 };
 
 namespace {
@@ -123,6 +127,84 @@ TEST_F(BrokenCore, APointerMapThatLostABlock) {
 }
 
 // A scenario through every kind of state, with validate() after each step.
+TEST_F(BrokenCore, AStreamThatMiscountsItsSegments) {
+  ++Access::segment_count(core_, kDefaultStream);
+  EXPECT_EQ(broken_invariant(core_), "stream-pools");
+}
+
+// Per-stream state: a stream with no segments costs nothing after empty_cache(), however many
+// streams came and went (each used to keep about 38 KiB, and finding a stream was a linear
+// scan: 20,000 streams took seconds and 770 MiB).
+TEST(StreamPools, StreamsWithoutBlocksAreDroppedByEmptyCache) {
+  auto device = std::make_shared<SimulatedBackend>(64 * GiB);
+  AllocatorCore core(*device, AllocatorConfig{});
+  OutOfMemoryError::Figures oom;
+  constexpr StreamId kStreams = 20000;
+  for (StreamId s = 1; s <= kStreams; ++s) {
+    void* p = core.allocate(4096, s, oom);
+    ASSERT_NE(p, nullptr);
+    ASSERT_TRUE(core.deallocate(p));
+  }
+  EXPECT_EQ(Access::stream_pools(core), kStreams);
+  EXPECT_EQ(core.empty_cache(), kStreams * 2 * MiB);
+  EXPECT_LE(Access::stream_pools(core), 1U);  // at most the last one used, kept
+  EXPECT_EQ(core.stats().reserved_bytes[0].current, 0);
+  EXPECT_NO_THROW(core.validate());
+  // The streams still work, and come back as they are used.
+  void* p = core.allocate(4096, 17, oom);
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(core.deallocate(p));
+  EXPECT_NO_THROW(core.validate());
+}
+
+TEST(StreamPools, AStreamWithBlocksKeepsItsPools) {
+  auto device = std::make_shared<SimulatedBackend>(8 * GiB);
+  AllocatorCore core(*device, AllocatorConfig{});
+  OutOfMemoryError::Figures oom;
+  void* held = core.allocate(4096, 5, oom);      // keeps stream 5's small segment
+  void* large = core.allocate(8 * MiB, 6, oom);  // keeps stream 6's large segment
+  void* gone = core.allocate(4096, 7, oom);      // stream 7 empties entirely
+  void* last = core.allocate(3 * MiB, 8, oom);   // the last stream used
+  ASSERT_TRUE(held && large && gone && last);
+  ASSERT_TRUE(core.deallocate(gone));
+  ASSERT_TRUE(core.deallocate(last));
+  core.empty_cache();
+  EXPECT_EQ(Access::stream_pools(core), 3U);  // 5 and 6 (blocks), 8 (last used, kept)
+  EXPECT_NO_THROW(core.validate());
+  // Their blocks go back to their own pools and are reused from there.
+  ASSERT_TRUE(core.deallocate(held));
+  void* again = core.allocate(4096, 5, oom);
+  EXPECT_EQ(again, held);
+  ASSERT_TRUE(core.deallocate(again));
+  ASSERT_TRUE(core.deallocate(large));
+  EXPECT_NO_THROW(core.validate());
+  const auto reserved = static_cast<std::size_t>(core.stats().reserved_bytes[0].current);
+  EXPECT_EQ(reserved, 2 * MiB + 20 * MiB);  // a small segment and a 20 MiB large one
+  EXPECT_EQ(core.empty_cache(), reserved);
+  EXPECT_LE(Access::stream_pools(core), 1U);
+  EXPECT_NO_THROW(core.validate());
+}
+
+// A free-memory callback may empty the cache while allocate() holds its stream's pools.
+TEST(StreamPools, EmptyCacheInsideAllocateKeepsTheCallersPools) {
+  auto device = std::make_shared<SimulatedBackend>(8 * GiB);
+  AllocatorCore core(*device, AllocatorConfig{});
+  OutOfMemoryError::Figures oom;
+  for (StreamId s = 1; s <= 3; ++s) ASSERT_TRUE(core.deallocate(core.allocate(4096, s, oom)));
+  std::size_t calls = 0;
+  core.add_free_memory_callback([&] {
+    ++calls;
+    core.empty_cache();
+    return false;
+  });
+  void* p = core.allocate(4096, 9, oom);  // misses: the callback drops every idle stream but 9
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(calls, 1U);
+  EXPECT_EQ(Access::stream_pools(core), 1U);
+  EXPECT_NO_THROW(core.validate());
+  EXPECT_TRUE(core.deallocate(p));
+}
+
 TEST(Validate, PassesThroughAScriptedScenario) {
   auto device = std::make_shared<SimulatedBackend>(8 * GiB);
   CachingAllocator allocator(device, AllocatorConfig::parse("max_split_size:64MiB"));

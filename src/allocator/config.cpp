@@ -5,7 +5,9 @@
 #include <bit>
 #include <cctype>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -90,6 +92,10 @@ std::size_t parse_max_split(std::string_view key, std::string_view value, bool i
   if (bytes < detail::kLargeBuffer) {
     fail(key, value,
          "at least 20 MiB: smaller blocks are already served whole from 20 MiB segments");
+  }
+  if (bytes > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max())) {
+    // memory_stats() reports it as a signed 64-bit number (as torch does).
+    fail(key, value, "at most 8 EiB (2^63 - 1 bytes); leave it unset for no limit");
   }
   return bytes;
 }

@@ -11,7 +11,7 @@ namespace memscope::detail {
 namespace {
 
 std::string bytes(std::size_t n) {
-  return format_bytes(static_cast<std::int64_t>(n));
+  return format_size(n);  // unsigned: sizes of 2^63 bytes and more are not negative
 }
 
 constexpr std::size_t kCountersPerLine = 3;
@@ -74,11 +74,12 @@ std::string format_oom_message(const OutOfMemoryError::Figures& f, std::string_v
       bytes(f.allocated), bytes(cached));
   if (f.limit < f.capacity) msg += fmt::format("; its memory limit is {}", bytes(f.limit));
   msg += ".";
-  // The most useful hint first.
+  // The most useful hint first. Sums are compared by subtracting: sizes may be near 2^64.
   if (f.requested > f.capacity) {
     msg += " The request is larger than the whole device.";
-  } else if (f.limit < f.capacity && f.requested + f.allocated > f.limit &&
-             f.requested + f.allocated <= f.capacity) {
+  } else if (f.limit < f.capacity &&
+             (f.allocated > f.limit || f.requested > f.limit - f.allocated) &&
+             f.allocated <= f.capacity && f.requested <= f.capacity - f.allocated) {
     msg += " Raising memory_limit in MEMSCOPE_ALLOC_CONF would let it fit.";
   } else if (cached >= f.requested / 2 && cached > 0) {
     msg += fmt::format(
@@ -87,7 +88,7 @@ std::string format_oom_message(const OutOfMemoryError::Figures& f, std::string_v
         config.max_split_size == AllocatorConfig::kUnlimited
             ? std::string("256MiB")
             : format_size_exact(std::max(config.max_split_size / 2, kLargeBuffer)));
-  } else if (f.capacity > f.device_free + f.reserved) {
+  } else if (f.device_free <= f.capacity && f.reserved < f.capacity - f.device_free) {
     msg += fmt::format(" Other processes or allocators hold {} of the device.",
                        bytes(f.capacity - f.device_free - f.reserved));
   } else {

@@ -55,6 +55,33 @@ TEST(Config, GcThresholdAndMemoryLimit) {
   EXPECT_EQ(AllocatorConfig{}.memory_limit(8 * GiB), 8 * GiB);
 }
 
+// Sizes of 2^63 bytes and more: exact, or a ConfigError naming the key and the value (they used
+// to become exactly 2^63 on the way through a double).
+TEST(Config, HugeSizesAreExactOrRejected) {
+  const auto limit = AllocatorConfig::parse("memory_limit:16777215.99TiB");
+  EXPECT_EQ(limit.memory_limit_bytes,
+            18'446'744'062'714'435'338U);  // 16777215 TiB + round(0.99 TiB)
+  EXPECT_EQ(limit.memory_limit(8 * GiB), 18'446'744'062'714'435'338U);
+  EXPECT_EQ(AllocatorConfig::parse(limit.to_string()), limit) << limit.to_string();
+  EXPECT_EQ(AllocatorConfig::parse("memory_limit:10000000000.5GB").memory_limit_bytes,
+            10'000'000'000'500'000'000U);
+  EXPECT_EQ(AllocatorConfig::parse("max_split_size:8388607TiB").max_split_size,
+            (std::size_t{1} << 63) - (std::size_t{1} << 40));
+  for (const char* text : {"memory_limit:16777216TiB", "memory_limit:16777215.9999999999999TiB",
+                           "max_split_size:8388608TiB", "max_split_size:16777215.99TiB"}) {
+    const std::string_view key = std::string_view(text).substr(0, std::string_view(text).find(':'));
+    const std::string_view value = std::string_view(text).substr(key.size() + 1);
+    try {
+      const auto config = AllocatorConfig::parse(text);
+      ADD_FAILURE() << text << " accepted as " << config.to_string();
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), key) << e.what();
+      EXPECT_EQ(e.value(), value) << e.what();
+      EXPECT_NE(std::string(e.what()).find(value), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(Config, RoundTripsThroughToString) {
   for (const char* text :
        {"max_split_size:256MiB", "roundup_power2_divisions:4",

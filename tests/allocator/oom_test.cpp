@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <string>
+#include <utility>
 
+#include "allocator/reports.hpp"
 #include "allocator_invariants.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/simulated_backend.hpp"
@@ -148,6 +151,47 @@ TEST(OutOfMemory, AbsurdRequestsFailCleanly) {
   EXPECT_NE(a, nullptr);
   allocator.deallocate(a);
   EXPECT_TRUE(testing::allocator_consistent(allocator));
+}
+
+bool has_negative_number(const std::string& text) {
+  for (std::size_t i = text.find('-'); i != std::string::npos; i = text.find('-', i + 1)) {
+    if (i + 1 < text.size() && text[i + 1] >= '0' && text[i + 1] <= '9') return true;
+  }
+  return false;
+}
+
+// Sizes of 2^63 bytes and more print as what they are, never as negative numbers.
+TEST(OutOfMemory, MessagesPrintHugeSizesAsPositive) {
+  auto device = std::make_shared<SimulatedBackend>(1 * GiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  for (const auto& [size, text] :
+       {std::pair{~std::size_t{0}, "16.00 EiB (18446744073709551615"},
+        std::pair{std::size_t{1} << 63, "8.00 EiB (9223372036854775808"}}) {
+    try {
+      (void)allocator.allocate(size);
+      ADD_FAILURE() << "allocated " << size << " bytes";
+    } catch (const OutOfMemoryError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(std::string("tried to allocate ") + text + " bytes)"), std::string::npos)
+          << msg;
+      EXPECT_FALSE(has_negative_number(msg)) << msg;
+    }
+  }
+  // Every figure near 2^64 at once (a simulated device that large): no sign, no overflowing sums.
+  OutOfMemoryError::Figures f;
+  f.requested = (std::size_t{1} << 63) + 1;
+  f.capacity = ~std::size_t{0};
+  f.device_free = std::size_t{1} << 63;
+  f.allocated = std::size_t{1} << 63;
+  f.reserved = ~std::size_t{0} - 1;
+  f.limit = ~std::size_t{0} - 1;
+  const std::string msg = detail::format_oom_message(f, "sim:16EiB", AllocatorConfig{});
+  EXPECT_FALSE(has_negative_number(msg)) << msg;
+  EXPECT_NE(msg.find("tried to allocate 8.00 EiB (9223372036854775809 bytes)"), std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("its memory limit is 16.00 EiB"), std::string::npos) << msg;
+  // requested + allocated exceeds 2^64: it fits neither the limit nor the device.
+  EXPECT_EQ(msg.find("Raising memory_limit"), std::string::npos) << msg;
 }
 
 TEST(OutOfMemory, ExistingAllocationsSurviveAndStatsStayConsistent) {

@@ -1,6 +1,11 @@
 #include "memscope/caching_allocator.hpp"
 
+#include <pthread.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <vector>
 
 #include "allocator/allocator_core.hpp"
 #include "allocator/reports.hpp"
@@ -20,6 +25,78 @@ constexpr bool kValidateEachChange = false;
 // runs (amortised O(kValidateAllUpTo) per call instead of O(n)).
 constexpr std::size_t kValidateAllUpTo = 256;
 
+// fork() safety. A child process has only the thread that called fork(): a mutex another thread
+// held at that moment stays locked in the child forever, and its first allocation deadlocks.
+// So around fork() (pthread_atfork) the forking thread takes every live allocator's mutex,
+// which waits until no other thread is inside an allocator, and releases them on both sides.
+//
+// Lock order: the registry's mutex, then the allocators' (never the other way: constructors
+// and destructors take only the registry's). The allocators' mutexes have no order among
+// themselves (a free-memory callback under one may free into another), so prepare() takes
+// them like std::lock: blocking on one, only trying the others, starting over on a failure.
+// Handlers of layers whose locks are taken before an allocator's (the tracker, the Python
+// registry) must run their prepare first, that is be registered later: pthread_atfork runs
+// prepare handlers in reverse order of registration. Ours are registered while the library
+// initialises (kForkHandlersRegistered below), before any code can register a later layer's.
+struct ForkRegistry {
+  std::mutex mutex;
+  std::vector<std::mutex*> allocators;  // the mutexes of live allocators
+};
+
+void lock_all(const std::vector<std::mutex*>& mutexes) noexcept;
+void unlock_all() noexcept;
+
+ForkRegistry& fork_registry() {
+  // Never destroyed: allocators with static storage may be destroyed after it would be.
+  static ForkRegistry* const registry = [] {
+    auto* r = new ForkRegistry;
+    pthread_atfork(
+        [] {
+          fork_registry().mutex.lock();
+          lock_all(fork_registry().allocators);
+        },
+        unlock_all, unlock_all);  // parent and child alike: the forking thread holds them all
+    return r;
+  }();
+  return *registry;
+}
+
+void lock_all(const std::vector<std::mutex*>& mutexes) noexcept {
+  const std::size_t n = mutexes.size();
+  std::size_t first = 0;
+  while (n > 0) {
+    mutexes[first]->lock();
+    std::size_t failed = n;
+    for (std::size_t i = 0; i < n && failed == n; ++i) {
+      if (i != first && !mutexes[i]->try_lock()) failed = i;
+    }
+    if (failed == n) return;
+    for (std::size_t i = 0; i < failed; ++i) {
+      if (i != first) mutexes[i]->unlock();
+    }
+    mutexes[first]->unlock();
+    first = failed;  // wait for the one that was busy, then try the rest again
+  }
+}
+
+void unlock_all() noexcept {
+  ForkRegistry& registry = fork_registry();
+  for (auto it = registry.allocators.rbegin(); it != registry.allocators.rend(); ++it) {
+    (*it)->unlock();
+  }
+  registry.mutex.unlock();
+}
+
+bool register_fork_handlers() noexcept {
+  try {
+    (void)fork_registry();
+  } catch (...) {  // out of memory while the library loads: the first allocator retries
+  }
+  return true;
+}
+
+[[maybe_unused]] const bool kForkHandlersRegistered = register_fork_handlers();
+
 }  // namespace
 
 void CachingAllocator::validate_if_debug() {
@@ -33,9 +110,21 @@ CachingAllocator::CachingAllocator(std::shared_ptr<Backend> backend, const Alloc
     : backend_(std::move(backend)), config_(config) {
   if (!backend_) throw UsageError("CachingAllocator: the backend must not be null");
   core_ = std::make_unique<AllocatorCore>(*backend_, config_);
+  ForkRegistry& registry = fork_registry();
+  const std::lock_guard lock(registry.mutex);
+  registry.allocators.push_back(&mutex_);
 }
 
-CachingAllocator::~CachingAllocator() noexcept = default;
+CachingAllocator::~CachingAllocator() noexcept {
+  ForkRegistry& registry = fork_registry();
+  const std::lock_guard lock(registry.mutex);
+  auto& live = registry.allocators;
+  const auto it = std::find(live.begin(), live.end(), &mutex_);
+  if (it != live.end()) {
+    *it = live.back();
+    live.pop_back();
+  }
+}
 
 void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   if (bytes == 0) return nullptr;

@@ -18,7 +18,7 @@ constexpr std::size_t kMaxWords = (std::max(kSmallBins, kLargeBins) + 63) / 64;
 
 // What unprepared bins read: every class empty. Constant, so read-only memory: an insert()
 // before prepare() faults at once instead of corrupting bins shared by every stream.
-constexpr Block* kNoLists[kSmallBins] = {};
+constexpr Block* kNoLists[kSmallBins + 1] = {};  // + the sentinel of best_fit()
 constexpr SizeTreap kNoTrees[kLargeBins];
 constexpr std::uint64_t kNoWords[kMaxWords] = {};
 
@@ -37,7 +37,7 @@ void FreeBins::prepare() {
   if (prepared()) return;
   auto words = std::make_unique<std::uint64_t[]>(word_count_);  // zeroed
   if (small_pool_) {
-    own_lists_ = std::make_unique<Block*[]>(bins_);  // null
+    own_lists_ = std::make_unique<Block*[]>(bins_ + 1);  // null; + the sentinel of best_fit()
     lists_ = own_lists_.get();
   } else {
     own_trees_ = std::make_unique<SizeTreap[]>(bins_);
@@ -125,8 +125,8 @@ Block* FreeBins::best_fit(std::size_t size) const noexcept {
   const std::size_t bin = bin_index(size);
   if (small_pool_) {
     // Exact classes: every block in a bin has the bin's size, so the head is the best fit.
-    const std::size_t found = next_nonempty(bin);
-    return found < bins_ ? lists_[found] : nullptr;
+    // next_nonempty() gives bins_ when none is: that list is the sentinel, always empty.
+    return lists_[next_nonempty(bin)];
   }
   // The request's own class spans a range of sizes; every higher class fits entirely.
   if (Block* b = trees_[bin].lower_bound(size)) return b;

@@ -81,7 +81,7 @@ class FreeBins {
   std::size_t word_count_;
   // Until prepare(), these point at shared, constant, all-empty storage that is only ever read
   // (insert() is the only writer, and it comes after prepare()); then at own_*.
-  Block** lists_;              // small pool: one list per exact size
+  Block** lists_;              // small pool: one list per exact size, then an empty sentinel
   SizeTreap* trees_;           // large pool: one tree per size class
   std::uint64_t* words_;       // bit per bin: non-empty
   std::uint64_t summary_ = 0;  // bit per word of words_: non-zero

@@ -1,10 +1,13 @@
-"""Host memory as Linux reports it (/proc/<pid>/status), and exact peak windows over RSS.
+"""Host memory as Linux reports it (/proc/<pid>/status), and peak windows over RSS.
 
 ``rss()`` and ``peak_rss()`` are what ``VmRSS`` and ``VmHWM`` say. ``peak_window()`` opens a
 window whose ``read()["peak"]`` is the highest RSS since it opened; windows nest and overlap
-freely and each stays exact (the kernel's own high-water mark, reset through
-/proc/self/clear_refs with the cascade rule; a sampling thread where that is not allowed, and
-``mode()`` says which).
+freely and none disturbs another (the kernel's own high-water mark, reset through
+/proc/self/clear_refs with the cascade rule; a sampling thread where that is not allowed or
+``MEMSCOPE_HOST_PEAK_MODE=no-reset`` asks for it, and ``mode()`` says which). Since Linux 6.2
+the kernel's RSS counters are per-CPU, so a peak is within ``probe().peak_bound`` bytes of the
+truth, not exact; ``memscope.process_peak_rss()`` is the process's lifetime peak, which the
+resets do not lower.
 """
 
 from __future__ import annotations
@@ -56,6 +59,6 @@ def reset_peak() -> None:
 
 
 def peak_window() -> HostPeakWindow:
-    """An exact RSS peak window (a context manager): ``with memscope.host.peak_window() as w:
+    """An RSS peak window (a context manager; within the probe's peak_bound): ``with memscope.host.peak_window() as w:
     ...; w.read()["peak"]``."""
     return probe().open_window()

@@ -59,6 +59,6 @@ def reset_peak() -> None:
 
 
 def peak_window() -> HostPeakWindow:
-    """An RSS peak window (a context manager; within the probe's peak_bound): ``with memscope.host.peak_window() as w:
-    ...; w.read()["peak"]``."""
+    """An RSS peak window, within the probe's peak_bound (a context manager):
+    ``with memscope.host.peak_window() as w: ...; w.read()["peak"]``."""
     return probe().open_window()

@@ -1,5 +1,7 @@
 #include "registry.hpp"
 
+#include <pthread.h>
+
 #include <array>
 #include <atomic>
 #include <map>
@@ -19,8 +21,19 @@ struct Registry {
   std::array<std::atomic<CachingAllocator*>, 64> cuda{};
 };
 
+// fork(): default_allocator() builds allocators with the GIL released and this lock held, so
+// another thread may hold it when one forks; a child would then wait for it forever. The lock
+// is taken before the fork and released after it in both processes. Registered when the
+// registry is first used, after the library's own allocator handlers, so pthread_atfork runs
+// this prepare handler first: the lock order (docs/design.md) puts this lock above the
+// allocators' (it is held while an allocator is constructed).
 Registry& registry() {
-  static auto* r = new Registry;  // leaked on purpose: see the header
+  static auto* r = [] {
+    auto* made = new Registry;  // leaked on purpose: see the header
+    ::pthread_atfork([] { registry().mutex.lock(); }, [] { registry().mutex.unlock(); },
+                     [] { registry().mutex.unlock(); });
+    return made;
+  }();
   return *r;
 }
 

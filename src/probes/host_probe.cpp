@@ -6,10 +6,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
+#include "common/env_switch.hpp"
 #include "memscope/errors.hpp"
 #include "probes/fork_guard.hpp"
 #include "probes/host_peak_domain.hpp"
@@ -107,18 +107,13 @@ std::int64_t process_peak_rss() {
 }
 
 bool host_peak_no_reset_from_env() {
-  const char* raw = std::getenv("MEMSCOPE_HOST_PEAK_MODE");  // NOLINT(concurrency-mt-unsafe)
-  if (raw == nullptr) return false;
-  std::string value(raw);
-  std::transform(value.begin(), value.end(), value.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (value.empty() || value == "auto") return false;
-  if (value == "no-reset" || value == "sampling") return true;
-  throw ConfigError("memscope: MEMSCOPE_HOST_PEAK_MODE='" + std::string(raw) +
-                        "' is not a host peak mode; use auto (kernel-hwm where clear_refs can be "
-                        "written) or no-reset (sampling, never writes clear_refs; also "
-                        "'sampling')",
-                    "MEMSCOPE_HOST_PEAK_MODE", raw);
+  return detail::read_env_switch(
+      {.name = "MEMSCOPE_HOST_PEAK_MODE",
+       .off = {"", "auto"},
+       .on = {"no-reset", "sampling"},
+       .is_not = "a host peak mode",
+       .use = "auto (kernel-hwm where clear_refs can be written) or no-reset (sampling, never "
+              "writes clear_refs; also 'sampling')"});
 }
 
 HostMemory read_host_memory(int pid) {

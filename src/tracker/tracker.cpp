@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "common/env_switch.hpp"
 #include "memscope/errors.hpp"
 #include "tracker/tracker_impl.hpp"
 
@@ -55,19 +56,12 @@ void assign_labels(std::vector<MemoryTracker::Impl::Slot>& slots) {
 
 // MEMSCOPE_SKIP_MEMORY_METRICS: the Trainer's skip_memory_metrics as an environment switch.
 bool skip_memory_metrics_from_env() {
-  const char* raw = std::getenv("MEMSCOPE_SKIP_MEMORY_METRICS");  // NOLINT(concurrency-mt-unsafe)
-  if (raw == nullptr) return false;
-  std::string value(raw);
-  std::transform(value.begin(), value.end(), value.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (value.empty() || value == "0" || value == "false" || value == "no" || value == "off") {
-    return false;
-  }
-  if (value == "1" || value == "true" || value == "yes" || value == "on") return true;
-  throw ConfigError("memscope: MEMSCOPE_SKIP_MEMORY_METRICS='" + std::string(raw) +
-                        "' is not a switch; use 1, true, yes or on to skip memory metrics, or "
-                        "0, false, no, off or nothing to keep them",
-                    "MEMSCOPE_SKIP_MEMORY_METRICS", raw);
+  return detail::read_env_switch({.name = "MEMSCOPE_SKIP_MEMORY_METRICS",
+                                  .off = {"", "0", "false", "no", "off"},
+                                  .on = {"1", "true", "yes", "on"},
+                                  .is_not = "a switch",
+                                  .use = "1, true, yes or on to skip memory metrics, or 0, false, "
+                                         "no, off or nothing to keep them"});
 }
 
 MemoryTracker::Impl::Running MemoryTracker::Impl::open_stage() const {

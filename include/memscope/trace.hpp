@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -34,49 +35,38 @@
 #include "memscope/pickle.hpp"
 #include "memscope/snapshot.hpp"
 #include "memscope/stats.hpp"
+#include "memscope/trace_events.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope {
 
-// ---- A PyTorch snapshot, typed ------------------------------------------------------------
+// ---- Reading ------------------------------------------------------------------------------
+// The data model (TorchSnapshot, TraceEvent, frames) is in trace_events.hpp.
 
-enum class TraceAction {
-  alloc,           // a block handed out; size is the requested size (not rounded)
-  free_requested,  // the caller freed it; it may still wait for streams
-  free_completed,  // the block is back in the cache: the free to replay
-  segment_alloc,   // cudaMalloc of a segment
-  segment_free,    // cudaFree of a segment
-  segment_map,     // expandable segments: pages mapped
-  segment_unmap,   // expandable segments: pages unmapped
-  snapshot,        // a snapshot was taken here
-  oom,             // an out-of-memory error (addr holds the device's free bytes)
-};
-// The action's name as PyTorch writes it ("free_completed").
-[[nodiscard]] const char* to_string(TraceAction action) noexcept;
-
-struct TraceEvent {
-  TraceAction action = TraceAction::alloc;
-  std::uint64_t addr = 0;
-  std::uint64_t size = 0;
-  StreamId stream = kDefaultStream;
-  std::int64_t time_us = 0;  // 0 when the snapshot records no time
-};
-
-struct TorchSegment {
-  std::int64_t device = 0;
-  SegmentInfo info;  // address, sizes, stream, pool ("small"/"large") and blocks
-};
-
-struct TorchSnapshot {
-  std::vector<TorchSegment> segments;
-  std::vector<std::vector<TraceEvent>> device_traces;  // index = device; recording order
-};
-
-// Converts an unpickled snapshot; `source` names it in error messages. Frames, annotations and
-// allocator settings are not kept.
+// Converts an unpickled snapshot; `source` names it in error messages.
 [[nodiscard]] TorchSnapshot read_torch_snapshot(const PickleValue& root,
                                                 std::string_view source = "<snapshot>");
 [[nodiscard]] TorchSnapshot read_torch_snapshot_file(const std::filesystem::path& path);
+// A snapshot written as JSON (by PyTorch's newer tools or write_torch_snapshot()).
+[[nodiscard]] TorchSnapshot read_torch_snapshot_json(std::string_view json,
+                                                     std::string_view source = "<snapshot>");
+// RMM's allocation log (rmm::mr::logging_resource_adaptor): a CSV with the header
+// Thread,Time,Action,Pointer,Size,Stream and the actions allocate, allocate failure and free.
+// The result has one device trace (alloc / free_completed / oom events) and no segments.
+[[nodiscard]] TorchSnapshot read_rmm_log(std::string_view csv, std::string_view source = "<log>");
+// Any of the above, told apart by content (a pickle, a JSON object, an RMM CSV header).
+[[nodiscard]] TorchSnapshot read_trace_file(const std::filesystem::path& path);
+
+// ---- Writing ------------------------------------------------------------------------------
+
+enum class SnapshotFormat { pickle, json };
+// The snapshot as PyTorch writes it (torch.cuda.memory._dump_snapshot): a pickle of the given
+// protocol (2 to 4; PyTorch's viewer cannot read 5), or JSON.
+[[nodiscard]] std::string torch_snapshot_pickle(const TorchSnapshot& snapshot, int protocol = 4);
+[[nodiscard]] std::string torch_snapshot_json(const TorchSnapshot& snapshot);
+// Writes atomically (a temporary file beside `path`, then rename): an interrupted write leaves
+// no partial file. The format follows the extension (.json: JSON; anything else: pickle).
+void write_torch_snapshot(const TorchSnapshot& snapshot, const std::filesystem::path& path);
 
 // ---- The replay sequence ------------------------------------------------------------------
 

@@ -9,18 +9,6 @@
 namespace memscope {
 namespace {
 
-constexpr std::array<std::pair<TraceAction, const char*>, 9> kActions{{
-    {TraceAction::alloc, "alloc"},
-    {TraceAction::free_requested, "free_requested"},
-    {TraceAction::free_completed, "free_completed"},
-    {TraceAction::segment_alloc, "segment_alloc"},
-    {TraceAction::segment_free, "segment_free"},
-    {TraceAction::segment_map, "segment_map"},
-    {TraceAction::segment_unmap, "segment_unmap"},
-    {TraceAction::snapshot, "snapshot"},
-    {TraceAction::oom, "oom"},
-}};
-
 // Typed access to the unpickled value; `where` is the path of the value ("segments[3].blocks").
 class Fields {
  public:
@@ -132,14 +120,7 @@ TraceEvent read_event(const Fields& f, const PickleValue& value, const std::stri
   const PickleDict& d = f.dict(value, where);
   TraceEvent e;
   const std::string& action = f.text(d, "action", where);
-  bool known = false;
-  for (const auto& [a, name] : kActions) {
-    if (action == name) {
-      e.action = a;
-      known = true;
-    }
-  }
-  if (!known) {
+  if (!parse_trace_action(action, e.action)) {
     f.fail(where + ".action", "unknown action '" + action +
                                   "' (expected alloc, free_requested, free_completed, "
                                   "segment_alloc, segment_free, segment_map, segment_unmap, "
@@ -154,13 +135,6 @@ TraceEvent read_event(const Fields& f, const PickleValue& value, const std::stri
 }
 
 }  // namespace
-
-const char* to_string(TraceAction action) noexcept {
-  for (const auto& [a, name] : kActions) {
-    if (a == action) return name;
-  }
-  return "?";
-}
 
 TorchSnapshot read_torch_snapshot(const PickleValue& root, std::string_view source) {
   const Fields f(source);

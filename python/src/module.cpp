@@ -16,4 +16,6 @@ NB_MODULE(_memscope, m) {
   bind_tracker(m);
   bind_cascade(m);
   bind_device_probe(m);
+  bind_trace(m);
+  bind_recording(m);
 }

@@ -1,0 +1,2 @@
+// TODO(issue 11): being written.
+#include <gtest/gtest.h>

@@ -13,7 +13,7 @@
 
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
-#include "tracker/atomic_file.hpp"
+#include "common/atomic_file.hpp"
 
 namespace memscope {
 namespace {

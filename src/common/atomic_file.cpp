@@ -1,4 +1,4 @@
-#include "tracker/atomic_file.hpp"
+#include "common/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>

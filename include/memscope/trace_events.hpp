@@ -37,6 +37,7 @@ enum class TraceAction {
   snapshot,        // a snapshot was taken here
   oom,             // an out-of-memory error: size is the request, addr the device's free bytes
   empty_cache,     // memscope only: empty_cache() was called (size: bytes it released)
+  annotate,        // PyTorch's _annotate_tensor: addr is the allocation, the tag its annotation
 };
 // The action's name as PyTorch writes it ("free_completed"; memscope's own: "empty_cache").
 [[nodiscard]] const char* to_string(TraceAction action) noexcept;

@@ -7,7 +7,7 @@
 namespace memscope {
 namespace {
 
-constexpr std::array<std::pair<TraceAction, const char*>, 10> kActions{{
+constexpr std::array<std::pair<TraceAction, const char*>, 11> kActions{{
     {TraceAction::alloc, "alloc"},
     {TraceAction::free_requested, "free_requested"},
     {TraceAction::free_completed, "free_completed"},
@@ -18,6 +18,7 @@ constexpr std::array<std::pair<TraceAction, const char*>, 10> kActions{{
     {TraceAction::snapshot, "snapshot"},
     {TraceAction::oom, "oom"},
     {TraceAction::empty_cache, "empty_cache"},
+    {TraceAction::annotate, "annotate"},
 }};
 
 // A key that no two different frames share: the fields with their lengths.

@@ -1,0 +1,347 @@
+// The choices below follow CPython's C pickler (Modules/_pickle.c) as observed through
+// pickle.dumps, so the bytes match Python's; tests/trace/writer_test.cpp and
+// python/tests/test_viewer.py hold the writer to that.
+#include "trace/pickle_writer.hpp"
+
+#include <string>
+
+#include "memscope/errors.hpp"
+#include "trace/pickle_opcodes.hpp"
+
+namespace memscope::detail {
+namespace {
+
+constexpr std::size_t kBatch = 1000;            // items per MARK ... APPENDS/SETITEMS
+constexpr std::size_t kFrameTarget = 65536;     // a frame closes once it holds 64 KiB
+constexpr std::size_t kFrameMin = 4;            // smaller frames are written unframed
+constexpr std::size_t kFrameHeader = 9;         // FRAME + 8-byte length
+constexpr std::uint32_t kReplacement = 0xFFFD;  // for invalid UTF-8
+
+std::uint8_t op(Op o) {
+  return static_cast<std::uint8_t>(o);
+}
+
+void append_utf8(std::string& out, std::uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// `text` with every byte that does not start a valid UTF-8 sequence (overlong forms and
+// surrogates included) replaced by U+FFFD, one per byte.
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t n = 0;
+    std::uint32_t cp = 0;
+    std::uint32_t min = 0;
+    if (c < 0x80) {
+      out += static_cast<char>(c);
+      ++i;
+      continue;
+    }
+    if ((c & 0xE0) == 0xC0) {
+      n = 1, cp = c & 0x1F, min = 0x80;
+    } else if ((c & 0xF0) == 0xE0) {
+      n = 2, cp = c & 0x0F, min = 0x800;
+    } else if ((c & 0xF8) == 0xF0) {
+      n = 3, cp = c & 0x07, min = 0x10000;
+    }
+    bool ok = n > 0 && i + n < text.size();
+    for (std::size_t k = 1; ok && k <= n; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      ok = (cc & 0xC0) == 0x80;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    ok = ok && cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+    if (ok) {
+      out.append(text.substr(i, n + 1));
+      i += n + 1;
+    } else {
+      append_utf8(out, kReplacement);
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+PickleWriter::PickleWriter(int protocol) : protocol_(protocol) {
+  if (protocol < 2 || protocol > 4) {
+    throw UsageError("pickle protocol " + std::to_string(protocol) +
+                     " is not supported for snapshots: use 2, 3 or 4 (PyTorch's memory viewer "
+                     "reads nothing newer than 4)");
+  }
+  out_.push_back(static_cast<char>(op(Op::kProto)));
+  out_.push_back(static_cast<char>(protocol));  // before the first frame, as Python writes it
+}
+
+void PickleWriter::put(const void* data, std::size_t size) {
+  if (protocol_ >= 4 && frame_start_ < 0) {
+    frame_start_ = static_cast<std::ptrdiff_t>(out_.size());
+    out_.append(kFrameHeader, '\0');  // filled in by commit_frame()
+  }
+  out_.append(static_cast<const char*>(data), size);
+}
+
+void PickleWriter::little_endian(std::uint64_t value, int bytes) {
+  char buf[8];
+  for (int i = 0; i < bytes; ++i) buf[i] = static_cast<char>((value >> (8 * i)) & 0xFF);
+  put(buf, static_cast<std::size_t>(bytes));
+}
+
+void PickleWriter::commit_frame() {
+  if (frame_start_ < 0) return;
+  const auto start = static_cast<std::size_t>(frame_start_);
+  const std::size_t length = out_.size() - start - kFrameHeader;
+  if (length >= kFrameMin) {
+    out_[start] = static_cast<char>(op(Op::kFrame));
+    for (std::size_t i = 0; i < 8; ++i) {
+      out_[start + 1 + i] = static_cast<char>((length >> (8 * i)) & 0xFF);
+    }
+  } else {
+    out_.erase(start, kFrameHeader);
+  }
+  frame_start_ = -1;
+}
+
+void PickleWriter::before_value() {
+  if (!open_.empty()) {
+    const Open& top = open_.back();
+    const std::size_t per_item = top.dict ? 2 : 1;
+    const std::size_t items = top.values / per_item;
+    if (items > 1 && top.done % (kBatch * per_item) == 0) byte(op(Op::kMark));
+  }
+  frame_boundary();
+}
+
+void PickleWriter::frame_boundary() {
+  if (frame_start_ >= 0 &&
+      out_.size() - static_cast<std::size_t>(frame_start_) - kFrameHeader >= kFrameTarget) {
+    commit_frame();
+  }
+}
+
+void PickleWriter::after_value() {
+  while (!open_.empty()) {
+    Open& top = open_.back();
+    ++top.done;
+    const std::size_t per_item = top.dict ? 2 : 1;
+    if (top.done % per_item != 0) return;  // a key: its value comes next
+    const std::size_t items = top.values / per_item;
+    const std::size_t item = top.done / per_item;
+    if (items == 1) {
+      byte(op(top.dict ? Op::kSetitem : Op::kAppend));
+    } else if (item % kBatch == 0 || item == items) {
+      byte(op(top.dict ? Op::kSetitems : Op::kAppends));
+      // Python's dict loop starts one more (empty) batch after a full one.
+      if (top.dict && item == items && items % kBatch == 0) {
+        byte(op(Op::kMark));
+        byte(op(Op::kSetitems));
+      }
+    }
+    if (top.done < top.values) return;
+    open_.pop_back();  // complete: it was a value of its parent
+  }
+}
+
+void PickleWriter::memoize(std::uint32_t* index_out) {
+  const std::uint32_t index = memo_size_++;
+  if (index_out != nullptr) *index_out = index;
+  if (protocol_ >= 4) {
+    byte(op(Op::kMemoize));
+  } else if (index < 256) {
+    byte(op(Op::kBinput));
+    byte(static_cast<std::uint8_t>(index));
+  } else {
+    byte(op(Op::kLongBinput));
+    little_endian(index, 4);
+  }
+}
+
+void PickleWriter::get(std::uint32_t index) {
+  if (index < 256) {
+    byte(op(Op::kBinget));
+    byte(static_cast<std::uint8_t>(index));
+  } else {
+    byte(op(Op::kLongBinget));
+    little_endian(index, 4);
+  }
+}
+
+void PickleWriter::none() {
+  before_value();
+  byte(op(Op::kNone));
+  after_value();
+}
+
+void PickleWriter::boolean(bool value) {
+  before_value();
+  byte(op(value ? Op::kNewtrue : Op::kNewfalse));
+  after_value();
+}
+
+void PickleWriter::integer(std::int64_t value) {
+  before_value();
+  raw_integer(value);
+  after_value();
+}
+
+void PickleWriter::raw_integer(std::int64_t value) {
+  if (value >= 0 && value <= 0xFF) {
+    byte(op(Op::kBinint1));
+    byte(static_cast<std::uint8_t>(value));
+  } else if (value >= 0 && value <= 0xFFFF) {
+    byte(op(Op::kBinint2));
+    little_endian(static_cast<std::uint64_t>(value), 2);
+  } else if (value >= -0x80000000LL && value <= 0x7FFFFFFF) {
+    byte(op(Op::kBinint));
+    little_endian(static_cast<std::uint64_t>(value), 4);
+  } else {
+    // LONG1: the shortest two's complement that keeps the sign, as Python encodes it.
+    const auto bits = static_cast<std::uint64_t>(value);
+    int bytes = 8;
+    while (bytes > 1) {
+      const auto top = static_cast<std::uint8_t>(bits >> (8 * (bytes - 1)));
+      const auto next = static_cast<std::uint8_t>(bits >> (8 * (bytes - 2)));
+      const bool redundant =
+          value < 0 ? (top == 0xFF && (next & 0x80) != 0) : (top == 0x00 && (next & 0x80) == 0);
+      if (!redundant) break;
+      --bytes;
+    }
+    byte(op(Op::kLong1));
+    byte(static_cast<std::uint8_t>(bytes));
+    little_endian(bits, bytes);
+  }
+}
+
+void PickleWriter::natural(std::uint64_t value) {
+  if (value <= static_cast<std::uint64_t>(INT64_MAX)) {
+    integer(static_cast<std::int64_t>(value));
+    return;
+  }
+  before_value();  // 2^63 and above: eight bytes and a zero sign byte
+  byte(op(Op::kLong1));
+  byte(9);
+  little_endian(value, 8);
+  byte(0);
+  after_value();
+}
+
+void PickleWriter::big_payload(std::string_view header, std::string_view payload) {
+  // Python writes a payload of a frame's size or more outside any frame.
+  if (protocol_ >= 4) {
+    commit_frame();
+    out_.append(header);
+    out_.append(payload);
+  } else {
+    put(header.data(), header.size());
+    put(payload.data(), payload.size());
+  }
+}
+
+void PickleWriter::text(std::string_view value) {
+  std::string utf8 = valid_utf8(value);
+  before_value();
+  if (const auto it = strings_.find(utf8); it != strings_.end()) {
+    get(it->second);
+    after_value();
+    return;
+  }
+  const std::size_t n = utf8.size();
+  if (protocol_ >= 4 && n <= 0xFF) {
+    byte(op(Op::kShortBinunicode));
+    byte(static_cast<std::uint8_t>(n));
+    put(utf8.data(), n);
+  } else {
+    std::string header;
+    const bool eight = protocol_ >= 4 && n > 0xFFFFFFFFULL;
+    header += static_cast<char>(op(eight ? Op::kBinunicode8 : Op::kBinunicode));
+    for (int i = 0; i < (eight ? 8 : 4); ++i) header += static_cast<char>((n >> (8 * i)) & 0xFF);
+    if (n >= kFrameTarget) {
+      big_payload(header, utf8);
+    } else {
+      put(header.data(), header.size());
+      put(utf8.data(), n);
+    }
+  }
+  std::uint32_t index = 0;
+  memoize(&index);
+  strings_.emplace(std::move(utf8), index);
+  after_value();
+}
+
+void PickleWriter::pair(std::int64_t a, std::int64_t b) {
+  before_value();
+  raw_integer(a);  // Python saves each item as a value: a frame may close before either
+  frame_boundary();
+  raw_integer(b);
+  byte(op(Op::kTuple2));
+  memoize();
+  after_value();
+}
+
+bool PickleWriter::fetch(std::uint64_t key) {
+  const auto it = shared_.find(key);
+  if (it == shared_.end()) return false;
+  before_value();
+  get(it->second);
+  after_value();
+  return true;
+}
+
+void PickleWriter::share(std::uint64_t key) {
+  pending_share_ = key;
+  has_pending_share_ = true;
+}
+
+void PickleWriter::begin_container(std::size_t values, bool dict) {
+  before_value();
+  byte(op(dict ? Op::kEmptyDict : Op::kEmptyList));
+  std::uint32_t index = 0;
+  memoize(&index);
+  if (has_pending_share_) {
+    shared_.emplace(pending_share_, index);
+    has_pending_share_ = false;
+  }
+  if (values == 0) {
+    after_value();
+    return;
+  }
+  open_.push_back({values, 0, dict});
+}
+
+void PickleWriter::begin_list(std::size_t items) {
+  begin_container(items, false);
+}
+void PickleWriter::begin_dict(std::size_t items) {
+  begin_container(2 * items, true);
+}
+
+std::string PickleWriter::finish() {
+  if (!open_.empty()) {
+    throw UsageError("PickleWriter::finish: a container still expects " +
+                     std::to_string(open_.back().values - open_.back().done) + " values");
+  }
+  byte(op(Op::kStop));
+  commit_frame();
+  return std::move(out_);
+}
+
+}  // namespace memscope::detail

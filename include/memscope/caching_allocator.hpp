@@ -14,6 +14,7 @@
 // live. deallocate() and the destructor never throw.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -27,8 +28,10 @@
 #include "memscope/config.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/peak_scope.hpp"
+#include "memscope/recording.hpp"
 #include "memscope/snapshot.hpp"
 #include "memscope/stats.hpp"
+#include "memscope/trace_events.hpp"
 
 namespace memscope {
 
@@ -86,6 +89,24 @@ class CachingAllocator {
   // ends the program from deallocate(), which cannot throw).
   void validate() const;
 
+  // ---- Recording (docs/design.md, "Recording") ----
+  // Starts recording afresh (an earlier log is dropped): every allocation, free, segment
+  // reservation and release, empty_cache() and out-of-memory error, with the stream, sizes,
+  // time, the calling thread's trace tag (trace_tag.hpp) and, when asked, the allocation's
+  // stack. The newest options.max_entries events are kept. UsageError for max_entries 0.
+  // Also started by the configuration (record_history, record_stacks).
+  void start_recording(const RecordingOptions& options = {});
+  // Stops recording; the log stays for recorded_snapshot() until the next start_recording().
+  void stop_recording() noexcept;
+  // Whether events are being recorded. Lock-free.
+  [[nodiscard]] bool recording() const noexcept {
+    return recording_.load(std::memory_order_relaxed);
+  }
+  // The segments now (snapshot(), with the stacks of live blocks allocated while recording) and
+  // the recorded events, oldest first, as device_traces[0]; frames symbolized, dropped_events
+  // counted, settings = config().to_string(). Without a log, device_traces[0] is empty.
+  [[nodiscard]] TorchSnapshot recorded_snapshot() const;
+
   // Opens a peak window; see peak_scope.hpp.
   [[nodiscard]] PeakScope peak_scope();
 
@@ -111,7 +132,8 @@ class CachingAllocator {
   mutable std::mutex mutex_;
   std::unique_ptr<AllocatorCore> core_;
   std::vector<OomObserver> oom_observers_;
-  std::uint64_t changes_ = 0;  // allocator changes, for validate_if_debug()
+  std::uint64_t changes_ = 0;           // allocator changes, for validate_if_debug()
+  std::atomic<bool> recording_{false};  // mirrors the core's recorder, for recording()
 };
 
 }  // namespace memscope

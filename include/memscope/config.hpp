@@ -14,6 +14,9 @@
 //                                      are poisoned until handed out again, so a use after
 //                                      free aborts with "use-after-poison"; no effect (and no
 //                                      cost) in other builds and on sim and cuda backends
+//   record_history:<n>                 record the newest n events from construction on
+//                                      (CachingAllocator::start_recording; 0 = off)
+//   record_stacks:<none|cpp|python|all> with record_history: the stacks of each allocation
 // Errors: parse() throws ConfigError naming the key, the value and what is allowed, for
 // unknown keys, malformed values, duplicates and empty entries. Pure; thread-safe.
 #pragma once
@@ -38,6 +41,9 @@ struct AllocatorConfig {
   double memory_fraction = 1.0;  // of the backend's capacity; used when memory_limit_bytes is 0
   std::size_t memory_limit_bytes = 0;  // 0: no absolute limit
   bool poison_freed = false;           // ASan builds, host backend: poison cached blocks
+  std::size_t record_history = 0;      // events to keep when recording from the start; 0: off
+  bool record_cpp_stacks = false;      // record_stacks:cpp or all
+  bool record_python_stacks = false;   // record_stacks:python or all
 
   [[nodiscard]] static AllocatorConfig parse(std::string_view text);
   // Parses MEMSCOPE_ALLOC_CONF, or returns the defaults when it is unset or empty.

@@ -177,10 +177,12 @@ void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryErro
     oom.allocated = static_cast<std::size_t>(stats_.allocated_bytes[kAll].current);
     oom.reserved = static_cast<std::size_t>(stats_.reserved_bytes[kAll].current);
     oom.limit = memory_limit_;
+    if (recording_events()) recorder_->record(TraceAction::oom, oom.device_free, size, 0, stream);
     return nullptr;
   }
   hand_out(block, rounded, size);
-  observe_peaks();
+  if (hooks_ != 0) [[unlikely]]
+    after_allocate(*block, size);
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
@@ -213,6 +215,9 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
   if (segments_ != nullptr) segments_->prev = segment;
   segments_ = segment;
   ++pools.segments;
+  if (recording_events()) {
+    recorder_->record(TraceAction::segment_alloc, segment->base, size, size, pools.stream);
+  }
   block->address = segment->base;
   block->size = size;
   block->segment = segment;
@@ -261,6 +266,8 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
 bool AllocatorCore::deallocate(void* ptr) noexcept {
   Block* block = live_.erase(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr) return false;
+  if (recording_events()) [[unlikely]]
+    record_free(*block);
   const bool small = block->small_pool();
   block->allocated = false;
   decrease(stats_.allocation, small, 1);
@@ -333,6 +340,10 @@ void AllocatorCore::cache_block(Block* block) noexcept {
 
 void AllocatorCore::release_segment(Block* block) noexcept {
   Segment* segment = block->segment;
+  if (recording_events()) {
+    recorder_->record(TraceAction::segment_free, segment->base, segment->size, segment->size,
+                      segment->stream);
+  }
   segment->bins->remove(block);
   poison(segment->base, segment->size, false);
   backend_.release(reinterpret_cast<void*>(segment->base), segment->size);  // NOLINT
@@ -371,6 +382,9 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 
 std::size_t AllocatorCore::empty_cache() {
   const std::size_t released = release_all_cached();
+  if (recording_events()) {
+    recorder_->record(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
+  }
   // last_pools_ stays: a free-memory callback may call this inside allocate(), which holds it.
   drop_unused_pools(last_pools_);
   block_recycler_.trim(kSpareBlocks);
@@ -495,7 +509,10 @@ void AllocatorCore::process_events() noexcept {
       continue;
     }
     spare_events_.push_back(pe.event);
-    if (--pe.block->pending_events == 0) cache_block(pe.block);
+    if (--pe.block->pending_events == 0) {
+      if (recording_events()) record_completed(*pe.block);
+      cache_block(pe.block);
+    }
   }
   pending_.resize(kept);
 }
@@ -509,9 +526,56 @@ void AllocatorCore::synchronize_events() noexcept {
       // A failing device cannot be waited on; the block is handed back as the device is gone.
     }
     spare_events_.push_back(pe.event);
-    if (--pe.block->pending_events == 0) cache_block(pe.block);
+    if (--pe.block->pending_events == 0) {
+      if (recording_events()) record_completed(*pe.block);
+      cache_block(pe.block);
+    }
   }
   pending_.clear();
+}
+
+void AllocatorCore::update_hooks() noexcept {
+  hooks_ = (windows_.empty() ? 0U : kHookWindows) |
+           (recorder_ != nullptr && recorder_->wants_frees() ? kHookRecord : 0U);
+}
+
+void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {
+  windows_.open(window, peak_counters());
+  update_hooks();
+}
+
+void AllocatorCore::close_window(PeakScope::Windows::Window& window) noexcept {
+  windows_.close(window);
+  update_hooks();
+}
+
+void AllocatorCore::start_recording(const RecordingOptions& options) {
+  recorder_ = std::make_unique<detail::Recorder>(options);  // the earlier log goes
+  update_hooks();
+}
+
+void AllocatorCore::stop_recording() noexcept {
+  if (recorder_ != nullptr) recorder_->stop();
+  update_hooks();
+}
+
+void AllocatorCore::after_allocate(const Block& block, std::size_t requested) noexcept {
+  if ((hooks_ & kHookWindows) != 0) windows_.observe(peak_counters());
+  if ((hooks_ & kHookRecord) != 0) {
+    recorder_->record_alloc(block.address, requested, block.size, block.stream());
+  }
+}
+
+void AllocatorCore::record_free(const Block& block) noexcept {
+  // Without streams to wait for, the block goes back to the cache in this very call.
+  recorder_->record_free(block.address, block.requested_size, block.size, block.stream(),
+                         block.stream_uses.empty());
+  if (!recorder_->active()) update_hooks();  // the last stack forgotten: frees are free again
+}
+
+void AllocatorCore::record_completed(const Block& block) noexcept {
+  recorder_->record_completed(block.address, block.requested_size, block.size, block.stream());
+  if (!recorder_->active()) update_hooks();
 }
 
 }  // namespace memscope

@@ -13,6 +13,7 @@
 #include "allocator/block.hpp"
 #include "allocator/free_bins.hpp"
 #include "allocator/pointer_map.hpp"
+#include "allocator/recorder.hpp"
 #include "allocator/recycler.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/config.hpp"
@@ -52,7 +53,16 @@ class AllocatorCore {
   // and debug builds, never on the hot path of a release build.
   void validate() const;
 
-  [[nodiscard]] PeakScope::Windows& peak_windows() noexcept { return windows_; }
+  [[nodiscard]] const PeakScope::Windows& peak_windows() const noexcept { return windows_; }
+  // Peak windows are opened and closed here so the hot path's one test (hooks_) stays true.
+  void open_window(PeakScope::Windows::Window& window) noexcept;
+  void close_window(PeakScope::Windows::Window& window) noexcept;
+
+  // Recording (recorder.hpp): start afresh (UsageError for max_entries 0), stop (the log is
+  // kept for recorder()), and the log, null when never started.
+  void start_recording(const RecordingOptions& options);
+  void stop_recording() noexcept;
+  [[nodiscard]] const detail::Recorder* recorder() const noexcept { return recorder_.get(); }
   [[nodiscard]] PeakScope::Windows::Values peak_counters() const noexcept;
 
   void add_free_memory_callback(std::function<bool()> callback) {
@@ -93,7 +103,16 @@ class AllocatorCore {
   void process_events() noexcept;
   void synchronize_events() noexcept;
   [[nodiscard]] EventId acquire_event();
-  void observe_peaks() noexcept { windows_.observe(peak_counters()); }
+  // Work that most calls skip, behind one test of hooks_ on the hot path: peak windows to
+  // update after an allocation, events to record. Out of line, so the hot path stays small.
+  enum Hook : unsigned { kHookWindows = 1U, kHookRecord = 2U };
+  void update_hooks() noexcept;
+  // Cold and never inlined: inlined, the compiler hoists their loads above the hooks_ test.
+  [[gnu::cold, gnu::noinline]] void after_allocate(const detail::Block& block,
+                                                   std::size_t requested) noexcept;
+  [[gnu::cold, gnu::noinline]] void record_free(const detail::Block& block) noexcept;
+  [[gnu::cold, gnu::noinline]] void record_completed(const detail::Block& block) noexcept;
+  [[nodiscard]] bool recording_events() const noexcept { return (hooks_ & kHookRecord) != 0; }
   // The segments and blocks of snapshot(), without the backend and settings strings.
   [[nodiscard]] Snapshot layout() const;
   // poison_freed: cached blocks of host memory are poisoned for AddressSanitizer (on) and
@@ -114,6 +133,8 @@ class AllocatorCore {
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
   MemoryStats stats_;
   PeakScope::Windows windows_;
+  unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
+  std::unique_ptr<detail::Recorder> recorder_;
   std::uint64_t clock_ = 0;  // counts allocate() calls; ages cached blocks for gc
 
   // By stream. Only allocate() (through pools_for), reserve_segment() and release_segment()

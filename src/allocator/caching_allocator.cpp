@@ -110,6 +110,11 @@ CachingAllocator::CachingAllocator(std::shared_ptr<Backend> backend, const Alloc
     : backend_(std::move(backend)), config_(config) {
   if (!backend_) throw UsageError("CachingAllocator: the backend must not be null");
   core_ = std::make_unique<AllocatorCore>(*backend_, config_);
+  if (config_.record_history > 0) {
+    start_recording({.max_entries = config_.record_history,
+                     .cpp_stacks = config_.record_cpp_stacks,
+                     .python_stacks = config_.record_python_stacks});
+  }
   ForkRegistry& registry = fork_registry();
   const std::lock_guard lock(registry.mutex);
   registry.allocators.push_back(&mutex_);
@@ -221,16 +226,44 @@ Snapshot CachingAllocator::snapshot() const {
   return core_->snapshot();
 }
 
+void CachingAllocator::start_recording(const RecordingOptions& options) {
+  const std::lock_guard lock(mutex_);
+  core_->start_recording(options);
+  recording_.store(true, std::memory_order_relaxed);
+}
+
+void CachingAllocator::stop_recording() noexcept {
+  const std::lock_guard lock(mutex_);
+  core_->stop_recording();
+  recording_.store(false, std::memory_order_relaxed);
+}
+
+TorchSnapshot CachingAllocator::recorded_snapshot() const {
+  TorchSnapshot out;
+  const std::lock_guard lock(mutex_);
+  Snapshot snap = core_->snapshot();
+  out.settings = std::move(snap.settings);
+  out.segments.reserve(snap.segments.size());
+  for (SegmentInfo& info : snap.segments) {
+    TorchSegment segment;
+    segment.info = std::move(info);
+    out.segments.push_back(std::move(segment));
+  }
+  out.device_traces.resize(1);
+  if (const detail::Recorder* recorder = core_->recorder()) recorder->export_to(out);
+  return out;
+}
+
 PeakScope CachingAllocator::peak_scope() {
   auto window = std::make_unique<PeakScope::Windows::Window>();
   const std::lock_guard lock(mutex_);
-  core_->peak_windows().open(*window, core_->peak_counters());
+  core_->open_window(*window);
   return PeakScope(this, std::move(window));
 }
 
 void CachingAllocator::close_scope(PeakScope& scope) noexcept {
   const std::lock_guard lock(mutex_);
-  if (scope.window_->open) core_->peak_windows().close(*scope.window_);
+  if (scope.window_->open) core_->close_window(*scope.window_);
 }
 
 PeakValues CachingAllocator::scope_peak(const PeakScope& scope) const {

@@ -23,7 +23,7 @@ using detail::trim;
 
 constexpr std::string_view kKeys =
     "max_split_size, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
-    "memory_limit, poison_freed";
+    "memory_limit, poison_freed, record_history, record_stacks";
 
 constexpr std::string_view kFractionRange = "(0, 1]";
 
@@ -217,6 +217,18 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
     } else if (key == "poison_freed") {
       if (value != "true" && value != "false") fail(key, value, "true or false");
       config.poison_freed = value == "true";
+    } else if (key == "record_history") {
+      std::uint64_t n = 0;
+      if (!parse_unsigned(value, n) || n > (std::uint64_t{1} << 32)) {
+        fail(key, value, "a whole number of events to keep, up to 2^32 (0 = off), e.g. 100000");
+      }
+      config.record_history = static_cast<std::size_t>(n);
+    } else if (key == "record_stacks") {
+      if (value != "none" && value != "cpp" && value != "python" && value != "all") {
+        fail(key, value, "none, cpp, python or all");
+      }
+      config.record_cpp_stacks = value == "cpp" || value == "all";
+      config.record_python_stacks = value == "python" || value == "all";
     } else if (key == "expandable_segments" || key == "pinned_use_cuda_host_register" ||
                key == "pinned_num_register_threads" || key == "backend" ||
                key == "release_lock_on_cudamalloc") {
@@ -229,6 +241,14 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
                       kKeys),
           std::string(key), std::string(value));
     }
+  }
+  if ((config.record_cpp_stacks || config.record_python_stacks) && config.record_history == 0) {
+    fail("record_stacks",
+         config.record_cpp_stacks && config.record_python_stacks ? "all"
+         : config.record_cpp_stacks                              ? "cpp"
+                                                                 : "python",
+         "stacks are recorded only with record_history:<n> (n > 0); add it, e.g. "
+         "record_history:100000");
   }
   return config;
 }
@@ -262,6 +282,13 @@ std::string AllocatorConfig::to_string() const {
     parts.push_back(fmt::format("memory_limit:{}", memory_fraction));
   }
   if (poison_freed) parts.emplace_back("poison_freed:true");
+  if (record_history > 0) parts.push_back(fmt::format("record_history:{}", record_history));
+  if (record_cpp_stacks || record_python_stacks) {
+    parts.push_back(fmt::format("record_stacks:{}", record_cpp_stacks && record_python_stacks
+                                                        ? "all"
+                                                    : record_cpp_stacks ? "cpp"
+                                                                        : "python"));
+  }
   return fmt::format("{}", fmt::join(parts, ","));
 }
 

@@ -72,8 +72,18 @@ MemoryTracker::Impl::Running MemoryTracker::Impl::open_stage() const {
   return r;
 }
 
+void MemoryTracker::Impl::begin_stage(std::string_view name) {
+  Running r = open_stage();
+  r.tag = intern_trace_tag(name);
+  auto it = running.emplace(std::string(name), std::move(r)).first;
+  it->second.outer = exchange_trace_tag(it->second.tag);
+}
+
 void MemoryTracker::Impl::finish(std::map<std::string, Running, std::less<>>::iterator it) {
   const Clock::time_point stopped = Clock::now();
+  // Nested stages restore the outer one's tag. A stage stopped out of order, or on another
+  // thread, leaves the current tag alone (it names a stage that still runs, or another thread's).
+  if (current_trace_tag() == it->second.tag) exchange_trace_tag(it->second.outer);
   Finished f;
   f.runtime_s = std::chrono::duration<double>(stopped - it->second.started).count();
   f.values.resize(slots.size());
@@ -111,14 +121,28 @@ MemoryTracker::MemoryTracker(TrackerOptions options) {
   }
   assign_labels(impl_->slots);
   if (options.implicit_init) {
-    impl_->running.emplace("init", impl_->open_stage());
+    impl_->begin_stage("init");
     impl_->implicit_init_running = true;
   }
   detail::add_fork_hooks(detail::ForkLevel::tracker, *impl_);  // last: nothing throws after it
 }
 
 MemoryTracker::~MemoryTracker() noexcept {
-  if (impl_) detail::remove_fork_hooks(detail::ForkLevel::tracker, *impl_);
+  if (!impl_) return;
+  detail::remove_fork_hooks(detail::ForkLevel::tracker, *impl_);
+  // Stages still running end with the tracker: hand back the tags they replaced, innermost first.
+  // (At most one round per stage: two trackers may run stages of the same name.)
+  for (std::size_t round = 0; round < impl_->running.size(); ++round) {
+    bool restored = false;
+    for (const auto& [name, stage] : impl_->running) {
+      if (stage.tag != nullptr && current_trace_tag() == stage.tag) {
+        exchange_trace_tag(stage.outer);
+        restored = true;
+        break;
+      }
+    }
+    if (!restored) break;
+  }
   // open windows close as impl_ is destroyed
 }
 
@@ -131,6 +155,7 @@ void MemoryTracker::start(std::string_view stage) {
     // replaces it.
     auto it = impl_->running.find("init");
     if (stage == "init") {
+      if (current_trace_tag() == it->second.tag) exchange_trace_tag(it->second.outer);
       impl_->running.erase(it);
     } else {
       impl_->finish(it);
@@ -141,7 +166,7 @@ void MemoryTracker::start(std::string_view stage) {
     throw UsageError("memscope: stage '" + std::string(stage) +
                      "' is already running; stop it before starting it again");
   }
-  impl_->running.emplace(std::string(stage), impl_->open_stage());
+  impl_->begin_stage(stage);
 }
 
 void MemoryTracker::stop(std::string_view stage) {

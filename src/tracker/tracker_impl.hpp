@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "memscope/trace_tag.hpp"
 #include "memscope/tracker.hpp"
 #include "probes/fork_guard.hpp"
 
@@ -35,6 +36,10 @@ struct MemoryTracker::Impl final : detail::ForkHooks {
     Clock::time_point started;
     std::vector<std::unique_ptr<MemorySource::Window>>
         windows;  // one per slot; null if unavailable
+    // The stage is the starting thread's trace tag (trace_tag.hpp) while it runs, so recorded
+    // allocator events carry it; `outer` is the tag it replaced, restored when it stops.
+    TraceTag tag = nullptr;
+    TraceTag outer = nullptr;
   };
   struct Finished {
     double runtime_s = 0;
@@ -59,6 +64,8 @@ struct MemoryTracker::Impl final : detail::ForkHooks {
   // Opens a window on every available source. Throws what a source throws; windows already
   // opened close as the vector unwinds.
   [[nodiscard]] Running open_stage() const;
+  // Starts `name`: opens its windows and makes it the calling thread's trace tag.
+  void begin_stage(std::string_view name);
   // Closes every window of `it` and moves the result to `finished`.
   void finish(std::map<std::string, Running, std::less<>>::iterator it);
   // Appends init's metrics and before_init_mem_* if init has finished; false if it has not.

@@ -1,0 +1,28 @@
+// Stacks for the recorder: C++ return addresses unwound at record time (cheap: no symbols), and
+// turned into frames only when a snapshot is built.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "memscope/trace_events.hpp"
+
+namespace memscope::detail {
+
+// The deepest C++ stack kept per allocation (innermost frames win).
+inline constexpr std::size_t kMaxCppFrames = 48;
+
+// Writes the caller's return addresses, innermost first, into out[0..capacity), leaving out this
+// function's own frame and the `skip` frames above it; returns how many. Never throws.
+std::size_t capture_cpp_stack(std::uintptr_t* out, std::size_t capacity,
+                              std::size_t skip = 0) noexcept;
+
+// Loads the unwinder now (its first use dlopen()s libgcc_s), so no recorded event pays for it.
+void warm_up_stack_capture() noexcept;
+
+// The frame of one return address: name = the demangled symbol, or the offset into its object
+// ("+0x1a2b") when the object exports no symbol for it (static functions, hidden visibility);
+// filename = the executable or shared object; line = 0 (no debug-info lookup).
+[[nodiscard]] TraceFrame symbolize(std::uintptr_t return_address);
+
+}  // namespace memscope::detail

@@ -1,0 +1,53 @@
+// Interned trace tags and the thread-local current one (trace_tag.hpp).
+#include "memscope/trace_tag.hpp"
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <unordered_set>
+
+namespace memscope {
+namespace {
+
+struct NameHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept {
+    return std::hash<std::string_view>{}(s);
+  }
+};
+
+struct TagTable {
+  std::mutex mutex;
+  // Node-based: the strings never move, so their addresses are the tags.
+  std::unordered_set<std::string, NameHash, std::equal_to<>> names;
+};
+
+TagTable& tag_table() {
+  // Never destroyed: tags must stay valid while threads with static storage still record.
+  static auto* const table = new TagTable;
+  return *table;
+}
+
+thread_local TraceTag current_tag = nullptr;
+
+}  // namespace
+
+TraceTag intern_trace_tag(std::string_view name) {
+  if (name.empty()) return nullptr;
+  TagTable& table = tag_table();
+  const std::lock_guard lock(table.mutex);
+  if (const auto it = table.names.find(name); it != table.names.end()) return &*it;
+  return &*table.names.emplace(name).first;
+}
+
+TraceTag current_trace_tag() noexcept {
+  return current_tag;
+}
+
+TraceTag exchange_trace_tag(TraceTag tag) noexcept {
+  const TraceTag previous = current_tag;
+  current_tag = tag;
+  return previous;
+}
+
+}  // namespace memscope

@@ -98,9 +98,13 @@ class CachingAllocator {
   void start_recording(const RecordingOptions& options = {});
   // Stops recording; the log stays for recorded_snapshot() until the next start_recording().
   void stop_recording() noexcept;
-  // Whether events are being recorded. Lock-free.
+  // Whether events are being recorded; whether with Python stacks (a front end that releases
+  // the GIL around allocate() captures them beforehand, see recording.hpp). Lock-free.
   [[nodiscard]] bool recording() const noexcept {
     return recording_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] bool recording_python_stacks() const noexcept {
+    return recording_python_.load(std::memory_order_relaxed);
   }
   // The segments now (snapshot(), with the stacks of live blocks allocated while recording) and
   // the recorded events, oldest first, as device_traces[0]; frames symbolized, dropped_events
@@ -133,7 +137,8 @@ class CachingAllocator {
   std::unique_ptr<AllocatorCore> core_;
   std::vector<OomObserver> oom_observers_;
   std::uint64_t changes_ = 0;           // allocator changes, for validate_if_debug()
-  std::atomic<bool> recording_{false};  // mirrors the core's recorder, for recording()
+  std::atomic<bool> recording_{false};  // mirror the core's recorder, for the queries above
+  std::atomic<bool> recording_python_{false};
 };
 
 }  // namespace memscope

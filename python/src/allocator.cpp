@@ -3,6 +3,7 @@
 // Calls that can block (allocation misses reserve from the backend, empty_cache waits for
 // streams, snapshots copy every block) release the GIL so other Python threads run meanwhile.
 #include <fmt/format.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -16,6 +17,8 @@
 #include "errors.hpp"
 #include "handles.hpp"
 #include "memscope/simulated_backend.hpp"
+#include "memscope/trace.hpp"
+#include "python_stacks.hpp"
 #include "registry.hpp"
 
 namespace memscope::python {
@@ -69,6 +72,21 @@ nb::object snapshot_dict(const CachingAllocator& a) {
     json = a.snapshot().to_json(-1);
   }
   return nb::module_::import_("json").attr("loads")(json);
+}
+
+// stacks=None|"python"|"cpp"|"all" of start_recording().
+RecordingOptions recording_options(std::size_t max_entries,
+                                   const std::optional<std::string>& stacks) {
+  RecordingOptions options;
+  options.max_entries = max_entries;
+  const std::string s = stacks.value_or("none");
+  if (s != "none" && s != "python" && s != "cpp" && s != "all") {
+    raise(PyExc_ValueError,
+          fmt::format("start_recording(stacks='{}'): use None, \"python\", \"cpp\" or \"all\"", s));
+  }
+  options.cpp_stacks = s == "cpp" || s == "all";
+  options.python_stacks = s == "python" || s == "all";
+  return options;
 }
 
 }  // namespace
@@ -136,6 +154,7 @@ void bind_allocator(nb::module_& m) {
           "alloc",
           [](PyAllocator& a, std::size_t size, nb::handle stream) {
             const StreamId s = to_stream(stream);
+            const PythonStackPrecapture frames(*a.impl);  // before the GIL goes
             nb::gil_scoped_release unlocked;
             return reinterpret_cast<std::uintptr_t>(a.impl->allocate(size, s));
           },
@@ -214,6 +233,37 @@ void bind_allocator(nb::module_& m) {
       .def(
           "snapshot", [](const PyAllocator& a) { return snapshot_dict(*a.impl); },
           "{backend, allocator_settings, segments: [...]} in torch's snapshot shape.")
+      .def(
+          "start_recording",
+          [](PyAllocator& a, std::size_t max_entries, const std::optional<std::string>& stacks) {
+            a.impl->start_recording(recording_options(max_entries, stacks));
+          },
+          nb::arg("max_entries") = RecordingOptions{}.max_entries, nb::arg("stacks") = nb::none(),
+          "Starts recording afresh (an earlier log is dropped): allocations, frees, segments, "
+          "empty_cache and OOMs, keeping the newest max_entries events. stacks: None, "
+          "\"python\", \"cpp\" or \"all\" (the frames of each allocation).")
+      .def(
+          "stop_recording", [](PyAllocator& a) { a.impl->stop_recording(); },
+          "Stops recording; the log stays until the next start_recording().")
+      .def_prop_ro(
+          "recording", [](const PyAllocator& a) { return a.impl->recording(); },
+          "Whether events are being recorded.")
+      .def(
+          "recorded_snapshot",
+          [](const PyAllocator& a) {
+            nb::gil_scoped_release unlocked;
+            return a.impl->recorded_snapshot();
+          },
+          "The segments now and the recorded events, as a memscope.Trace.")
+      .def(
+          "dump_snapshot",
+          [](const PyAllocator& a, const std::filesystem::path& path) {
+            nb::gil_scoped_release unlocked;
+            write_torch_snapshot(a.impl->recorded_snapshot(), path);
+          },
+          nb::arg("path"),
+          "Writes the recorded snapshot where PyTorch's memory viewer opens it: a pickle, or "
+          "JSON for a path ending in .json (torch.cuda.memory._dump_snapshot's format).")
       .def(
           "peak_scope",
           [](PyAllocator& a) {

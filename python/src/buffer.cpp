@@ -17,6 +17,7 @@
 #include "bindings.hpp"
 #include "errors.hpp"
 #include "handles.hpp"
+#include "python_stacks.hpp"
 #include "registry.hpp"
 
 namespace memscope::python {
@@ -131,6 +132,7 @@ nb::object make_buffer(nb::handle owner, std::size_t nbytes, StreamId stream) {
   const auto& allocator = nb::cast<PyAllocator&>(owner).impl;
   void* ptr = nullptr;
   {
+    const PythonStackPrecapture frames(*allocator);  // recorded Python frames, before the GIL goes
     nb::gil_scoped_release unlocked;
     ptr = allocator->allocate(nbytes, stream);
   }

@@ -1,8 +1,136 @@
-// TODO(issue 11): being written.
+// Recording from Python: the Python stack collector (python_stacks.hpp) and the recording
+// methods' helpers. The Allocator methods themselves are bound in allocator.cpp.
+//
+// Frames are read through the CPython 3.11 frame API (PyEval_GetFrame, PyFrame_GetCode,
+// PyFrame_GetLineNumber, PyFrame_GetBack). Each code object's file and qualified name are
+// converted to UTF-8 once and kept, with a reference to the code object, for the life of the
+// process: the recorder stores pointers to these strings, and a code object kept alive cannot
+// hand its address to another one.
+#include <Python.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
 #include "bindings.hpp"
+#include "memscope/recording.hpp"
+#include "python_stacks.hpp"
 
 namespace memscope::python {
+namespace {
 
-void bind_recording(nb::module_& /*m*/) {}
+constexpr std::size_t kMaxFrames = 64;
+
+struct CodeNames {
+  std::string filename;
+  std::string name;
+};
+
+// Guarded by the GIL. Never destroyed: the recorder may hold pointers into it until exit.
+std::unordered_map<PyObject*, CodeNames>& code_names() {
+  static auto* const names = new std::unordered_map<PyObject*, CodeNames>;
+  return *names;
+}
+
+std::string utf8_attribute(PyObject* object, const char* attribute) {
+  std::string out;
+  PyObject* value = PyObject_GetAttrString(object, attribute);
+  if (value != nullptr && PyUnicode_Check(value)) {
+    Py_ssize_t size = 0;
+    if (const char* text = PyUnicode_AsUTF8AndSize(value, &size)) {
+      out.assign(text, static_cast<std::size_t>(size));
+    }
+  }
+  Py_XDECREF(value);
+  if (PyErr_Occurred() != nullptr) PyErr_Clear();
+  return out;
+}
+
+// The names of `code` (a new reference, which this takes over). Null when out of memory.
+const CodeNames* names_of(PyObject* code) noexcept {
+  try {
+    auto& names = code_names();
+    if (const auto it = names.find(code); it != names.end()) {
+      Py_DECREF(code);
+      return &it->second;
+    }
+    CodeNames n{utf8_attribute(code, "co_filename"), utf8_attribute(code, "co_qualname")};
+    return &names.emplace(code, std::move(n)).first->second;  // keeps the reference
+  } catch (...) {
+    Py_DECREF(code);
+    return nullptr;
+  }
+}
+
+// Walks the frames of the thread, which holds the GIL. The cyclic garbage collector is off
+// meanwhile: PyFrame_GetBack() may allocate a frame object, and a collection could run a
+// finalizer that frees into the allocator whose lock this thread holds.
+std::size_t walk_frames(PythonFrame* out, std::size_t capacity) noexcept {
+  const int gc_was_enabled = PyGC_Disable();
+  std::size_t n = 0;
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  while (frame != nullptr && n < capacity) {
+    const CodeNames* names = names_of(reinterpret_cast<PyObject*>(PyFrame_GetCode(frame)));
+    if (names != nullptr) {
+      out[n++] = {names->filename.c_str(), names->name.c_str(), PyFrame_GetLineNumber(frame)};
+    }
+    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference or null
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  if (PyErr_Occurred() != nullptr) PyErr_Clear();
+  if (gc_was_enabled != 0) PyGC_Enable();
+  return n;
+}
+
+// Frames captured by a PythonStackPrecapture of this thread, for an allocation made with the
+// GIL released.
+struct Precaptured {
+  bool armed = false;
+  std::size_t count = 0;
+  std::array<PythonFrame, kMaxFrames> frames{};
+};
+thread_local Precaptured precaptured;
+
+// Whether the calling thread holds the GIL. Not PyGILState_Check(): it answers yes when the
+// interpreter is not (or no longer) initialised, and the recorder may run then.
+bool holds_gil() noexcept {
+  if (Py_IsInitialized() == 0) return false;
+  PyThreadState* mine = PyGILState_GetThisThreadState();
+#if PY_VERSION_HEX >= 0x030D0000
+  return mine != nullptr && mine == PyThreadState_GetUnchecked();
+#else
+  return mine != nullptr && mine == _PyThreadState_UncheckedGet();
+#endif
+}
+
+std::size_t collect(PythonFrame* out, std::size_t capacity) noexcept {
+  if (holds_gil()) return walk_frames(out, capacity);
+  if (!precaptured.armed) return 0;
+  const std::size_t n = std::min(capacity, precaptured.count);
+  std::copy_n(precaptured.frames.begin(), n, out);
+  return n;
+}
+
+}  // namespace
+
+PythonStackPrecapture::PythonStackPrecapture(const CachingAllocator& allocator) noexcept {
+  if (!allocator.recording_python_stacks()) return;
+  precaptured.count = walk_frames(precaptured.frames.data(), precaptured.frames.size());
+  precaptured.armed = true;
+  armed_ = true;
+}
+
+PythonStackPrecapture::~PythonStackPrecapture() noexcept {
+  if (armed_) precaptured.armed = false;
+}
+
+void bind_recording(nb::module_& /*m*/) {
+  set_python_stack_collector(&collect);
+}
 
 }  // namespace memscope::python

@@ -230,12 +230,14 @@ void CachingAllocator::start_recording(const RecordingOptions& options) {
   const std::lock_guard lock(mutex_);
   core_->start_recording(options);
   recording_.store(true, std::memory_order_relaxed);
+  recording_python_.store(options.python_stacks, std::memory_order_relaxed);
 }
 
 void CachingAllocator::stop_recording() noexcept {
   const std::lock_guard lock(mutex_);
   core_->stop_recording();
   recording_.store(false, std::memory_order_relaxed);
+  recording_python_.store(false, std::memory_order_relaxed);
 }
 
 TorchSnapshot CachingAllocator::recorded_snapshot() const {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
 #include "torch_rules.hpp"
@@ -25,15 +26,7 @@ namespace {
 
 using memscope::ReplayPlan;
 
-std::string grouped(std::uint64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
-    out.push_back(digits[i]);
-  }
-  return out;
-}
+using memscope::detail::group_digits;
 
 struct Row {
   std::string config;
@@ -125,7 +118,7 @@ void print_table(const std::vector<Row>& rows) {
   std::vector<std::vector<std::string>> cells;
   for (const Row& r : rows) {
     const double ratio = static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_live);
-    cells.push_back({r.config, grouped(r.peak_reserved), grouped(r.peak_live),
+    cells.push_back({r.config, group_digits(r.peak_reserved), group_digits(r.peak_live),
                      fmt::format("{:.4f}", ratio), r.segments, r.device_frees, r.ooms,
                      r.ns_per_event});
   }
@@ -177,9 +170,9 @@ int main(int argc, char** argv) {
     fmt::print(
         "plan: {} operations ({} starting blocks + {} traced); live before {} B; "
         "peak live {} B; live at end {} B, {} the snapshot's active bytes\n\n",
-        grouped(plan.ops.size()), plan.starting_blocks(), grouped(plan.traced_ops),
-        grouped(plan.live_before), grouped(plan.peak_live), grouped(plan.live_at_end),
-        plan.ends_as_snapshot() ? "equal to" : "NOT EQUAL to");
+        group_digits(plan.ops.size()), plan.starting_blocks(), group_digits(plan.traced_ops),
+        group_digits(plan.live_before), group_digits(plan.peak_live),
+        group_digits(plan.live_at_end), plan.ends_as_snapshot() ? "equal to" : "NOT EQUAL to");
     std::vector<Row> rows;
     rows.push_back({"PyTorch at the dump (warm cache, from the file)", plan.reserved_at_dump,
                     plan.peak_live, std::to_string(plan.segments_at_dump), "-", "-", "-"});

@@ -10,8 +10,9 @@
 // set, then replays alloc and free_completed in order (tests/data/README.md).
 //
 // replay() runs a plan through an allocator on a simulated device (addresses only, no memory
-// behind them) and reports the peaks, the fragmentation figure (peak reserved / peak live
-// requested) and the cost per event, so allocator settings can be compared on real workloads.
+// behind them) and reports the peaks, where they are and what was live there, the
+// fragmentation figure (peak reserved / peak live requested) and the cost per event, so
+// allocator settings can be compared on real workloads (replay.hpp).
 //
 // Thread safety: the functions are pure apart from the allocator replay() is given (which is
 // itself thread-safe). Results are plain values.
@@ -33,6 +34,7 @@
 #include "memscope/caching_allocator.hpp"
 #include "memscope/config.hpp"
 #include "memscope/pickle.hpp"
+#include "memscope/replay.hpp"
 #include "memscope/snapshot.hpp"
 #include "memscope/stats.hpp"
 #include "memscope/trace_events.hpp"
@@ -68,81 +70,6 @@ enum class SnapshotFormat { pickle, json };
 // no partial file. The format follows the extension (.json: JSON; anything else: pickle).
 void write_torch_snapshot(const TorchSnapshot& snapshot, const std::filesystem::path& path);
 
-// ---- The replay sequence ------------------------------------------------------------------
-
-struct ReplayOp {
-  bool is_free = false;
-  std::uint64_t addr = 0;  // the address on the recording device: identifies the allocation
-  std::size_t size = 0;    // requested bytes
-  StreamId stream = kDefaultStream;
-};
-
-struct ReplayPlan {
-  std::vector<ReplayOp> ops;        // the starting live set first, then the traced allocs and frees
-  std::size_t starting_frees = 0;   // (a): frees with no earlier alloc
-  std::size_t starting_active = 0;  // (b): active blocks never allocated in the trace
-  std::size_t traced_ops = 0;       // traced allocs and free_completed events
-  std::size_t live_before = 0;      // requested bytes of the starting live set
-  std::size_t peak_live = 0;        // highest live requested bytes during the plan
-  std::size_t live_at_end = 0;      // live requested bytes after the last op
-  std::size_t distinct_sizes = 0;   // distinct request sizes among the traced allocs
-  // What the recording allocator held at the dump, on this device:
-  std::size_t active_at_dump = 0;    // requested bytes of active_allocated blocks
-  std::size_t reserved_at_dump = 0;  // sum of the segments' total_size
-  std::size_t segments_at_dump = 0;
-  std::size_t large_segments_at_dump = 0;
-  std::size_t small_segments_at_dump = 0;
-
-  [[nodiscard]] std::size_t starting_blocks() const noexcept {
-    return starting_frees + starting_active;
-  }
-  // The check of the method: the replay ends with exactly the memory the snapshot shows.
-  [[nodiscard]] bool ends_as_snapshot() const noexcept { return live_at_end == active_at_dump; }
-};
-
-// Builds the plan for one device. Throws TraceFormatError when the device has no trace or the
-// events contradict each other.
-[[nodiscard]] ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device = 0);
-
-// ---- Replaying through memscope -----------------------------------------------------------
-
-struct ReplaySample {  // the allocator's counters after one op
-  std::int64_t reserved_bytes = 0;
-  std::int64_t allocated_bytes = 0;
-  std::int64_t requested_bytes = 0;
-};
-
-struct ReplayResult {
-  std::size_t operations = 0;
-  // Peaks during the replay (a peak window opened at its start), in bytes.
-  std::int64_t peak_reserved = 0;
-  std::int64_t peak_allocated = 0;
-  std::int64_t peak_requested = 0;  // peak live: what the program asked for
-  double reserved_over_peak_live = 0.0;
-  std::int64_t peak_segments = 0;     // the allocator's segment.all.peak (its lifetime peak)
-  std::int64_t num_device_alloc = 0;  // during the replay
-  std::int64_t num_device_free = 0;
-  std::int64_t num_alloc_retries = 0;
-  std::int64_t num_ooms = 0;  // allocations that raised OutOfMemoryError (their frees are skipped)
-  std::chrono::nanoseconds wall_time{0};  // the allocate/deallocate calls (and sampling, if on)
-  double ns_per_event = 0.0;
-  MemoryStats final_stats;
-  std::vector<ReplaySample> series;  // one per op, when asked for
-  // Allocations still live at the end (as in the snapshot); they belong to the allocator.
-  std::vector<void*> live_pointers;
-};
-
-struct ReplayOptions {
-  AllocatorConfig config{};         // the defaults, not MEMSCOPE_ALLOC_CONF
-  std::size_t capacity = 80 * GiB;  // of the simulated device
-  bool record_series = false;
-};
-
-// Replays `plan` through `allocator`; its allocations at the end stay live (live_pointers).
-[[nodiscard]] ReplayResult replay(const ReplayPlan& plan, CachingAllocator& allocator,
-                                  bool record_series = false);
-// Replays `plan` through a fresh allocator on a fresh simulated device of options.capacity;
-// live_pointers is empty (the allocator is gone when this returns).
-[[nodiscard]] ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options = {});
+// The replay sequence, replaying, explaining, comparing settings and fitting: replay.hpp.
 
 }  // namespace memscope

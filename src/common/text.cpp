@@ -22,4 +22,14 @@ bool iequals_lower(std::string_view text, std::string_view lower_case) noexcept 
   return true;
 }
 
+std::string group_digits(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
 }  // namespace memscope::detail

@@ -1,7 +1,9 @@
-// Small text helpers shared by the parsers (configuration strings, sizes, device lists).
-// Pure functions on views: no allocation, thread-safe.
+// Small text helpers shared by the parsers (configuration strings, sizes, device lists) and
+// the reports. Pure functions, thread-safe.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace memscope::detail {
@@ -12,5 +14,8 @@ namespace memscope::detail {
 // True when `text` equals `lower_case` ignoring the case of ASCII letters in `text`;
 // `lower_case` must be written in lower case.
 [[nodiscard]] bool iequals_lower(std::string_view text, std::string_view lower_case) noexcept;
+
+// "1,234,567": a count with its thousands grouped, for reports.
+[[nodiscard]] std::string group_digits(std::uint64_t n);
 
 }  // namespace memscope::detail

@@ -1,12 +1,13 @@
 // The replay sequence of tests/data/README.md: rebuild what was live when recording began,
-// then replay allocs and completed frees in order.
+// then replay allocs and completed frees in order. Each alloc gets a slot number and each free
+// its alloc's, so the replay finds a pointer by index instead of hashing addresses.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
+#include <utility>
 
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
@@ -39,6 +40,30 @@ void add_bytes(std::size_t& total, std::size_t amount, What&& what) {
   total += amount;
 }
 
+// Everything the plan needs to know about one recorded address, in one hash lookup per event.
+struct AddressState {
+  std::size_t size = 0;    // requested bytes of the live allocation
+  std::uint32_t slot = 0;  // its slot
+  bool live = false;
+  bool allocated = false;          // the trace allocates this address somewhere
+  bool freed_unallocated = false;  // (a): freed before any alloc of it
+};
+
+class SlotCounter {
+ public:
+  std::uint32_t next(std::int64_t device) {
+    if (count_ == kUnlinked) {
+      throw TraceFormatError("device_traces[" + std::to_string(device) +
+                             "]: more than 2^32 - 2 allocations; replay a shorter trace");
+    }
+    return count_++;
+  }
+  [[nodiscard]] std::uint32_t count() const noexcept { return count_; }
+
+ private:
+  std::uint32_t count_ = 0;
+};
+
 }  // namespace
 
 ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device) {
@@ -47,84 +72,114 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
                            " (record it with torch.cuda.memory._record_memory_history())");
   }
   const std::vector<TraceEvent>& trace = snapshot.device_traces[static_cast<std::size_t>(device)];
+  if (trace.size() >= kBeforeTrace) {
+    throw TraceFormatError("device_traces[" + std::to_string(device) + "] holds " +
+                           std::to_string(trace.size()) +
+                           " events; replay handles fewer than 2^32 - 1");
+  }
   ReplayPlan plan;
+  plan.device = device;
+  SlotCounter slots;
 
-  // Pass 1: which addresses the trace allocates, and which frees have no alloc before them.
-  std::unordered_map<std::uint64_t, std::size_t> live;  // addr -> requested size
-  std::unordered_set<std::uint64_t> ever_allocated;
-  std::unordered_set<std::uint64_t> freed_unallocated;
-  std::unordered_set<std::uint64_t> sizes;
+  // Pass 1: the traced ops, and the frees with no alloc before them (a).
+  std::unordered_map<std::uint64_t, AddressState> addresses;
+  std::vector<std::size_t> sizes;  // of the traced allocs; distinct ones counted at the end
+  std::vector<ReplayOp> starting;
   std::vector<ReplayOp> traced;
+  traced.reserve(trace.size());
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const TraceEvent& e = trace[i];
+    const auto event = static_cast<std::uint32_t>(i);
     if (e.action == TraceAction::alloc) {
-      if (!live.emplace(e.addr, e.size).second) {
+      AddressState& a = addresses[e.addr];
+      if (a.live) {
         contradiction(device, i, "alloc of address " + hex(e.addr) + ", which is already live");
       }
-      ever_allocated.insert(e.addr);
-      sizes.insert(e.size);
-      traced.push_back({false, e.addr, e.size, e.stream});
+      a = {e.size, slots.next(device), true, true, a.freed_unallocated};
+      sizes.push_back(e.size);
+      traced.push_back({false, e.addr, e.size, e.stream, event, e.stack, e.tag, a.slot});
     } else if (e.action == TraceAction::free_completed) {
-      if (live.erase(e.addr) == 0) {
-        if (ever_allocated.contains(e.addr) || !freed_unallocated.insert(e.addr).second) {
+      AddressState& a = addresses[e.addr];
+      if (!a.live) {
+        if (a.allocated || a.freed_unallocated) {
           contradiction(device, i, "free of address " + hex(e.addr) + ", which is not live");
         }
-        // (a): live before the recording began.
-        plan.ops.push_back({false, e.addr, e.size, e.stream});
+        // (a): live before the recording began; who allocated it is not known.
+        a.freed_unallocated = true;
+        a.slot = slots.next(device);
+        a.size = e.size;
+        starting.push_back({false, e.addr, e.size, e.stream, kBeforeTrace, 0, 0, a.slot});
         ++plan.starting_frees;
       }
-      traced.push_back({true, e.addr, e.size, e.stream});
+      a.live = false;
+      traced.push_back({true, e.addr, a.size, e.stream, event, e.stack, e.tag, a.slot});
     }
   }
 
-  // (b): blocks active at the dump that the trace never allocated.
+  // (b): blocks active at the dump that the trace never allocated, with their stacks.
   for (const TorchSegment& seg : snapshot.segments) {
     if (seg.device != device) continue;
     ++plan.segments_at_dump;
     ++(seg.info.small_pool ? plan.small_segments_at_dump : plan.large_segments_at_dump);
     add_bytes(plan.reserved_at_dump, seg.info.total_size,
               [] { return "the snapshot's reserved bytes"; });
-    for (const BlockInfo& b : seg.info.blocks) {
+    for (std::size_t i = 0; i < seg.info.blocks.size(); ++i) {
+      const BlockInfo& b = seg.info.blocks[i];
       if (b.state != BlockState::active_allocated) continue;
       add_bytes(plan.active_at_dump, b.requested_size,
                 [] { return "the snapshot's active bytes"; });
-      if (ever_allocated.contains(b.address)) continue;
-      if (freed_unallocated.contains(b.address)) {
+      const auto it = addresses.find(b.address);
+      if (it != addresses.end() && it->second.allocated) continue;
+      if (it != addresses.end() && it->second.freed_unallocated) {
         throw TraceFormatError("block " + hex(b.address) +
                                " is active at the dump but its only event is a free; the trace "
                                "contradicts the snapshot");
       }
-      plan.ops.push_back({false, b.address, b.requested_size, seg.info.stream});
+      const StackId stack = i < seg.block_stacks.size() ? seg.block_stacks[i] : 0;
+      starting.push_back({false, b.address, b.requested_size, seg.info.stream, kBeforeTrace, stack,
+                          0, slots.next(device)});
       ++plan.starting_active;
     }
   }
 
-  // Pass 2: the figures of the whole sequence.
-  for (const ReplayOp& op : plan.ops)
-    add_bytes(plan.live_before, op.size, [] { return "the starting live set"; });
+  // The whole sequence and its figures. Slots make the live bytes a running sum.
   plan.traced_ops = traced.size();
-  plan.distinct_sizes = sizes.size();
-  plan.ops.insert(plan.ops.end(), traced.begin(), traced.end());
-  std::unordered_map<std::uint64_t, std::size_t> sizes_live;
+  plan.allocations = slots.count();
+  plan.linked = true;
+  std::sort(sizes.begin(), sizes.end());
+  plan.distinct_sizes =
+      static_cast<std::size_t>(std::unique(sizes.begin(), sizes.end()) - sizes.begin());
+  if (starting.empty()) {
+    plan.ops = std::move(traced);
+  } else {
+    plan.ops.reserve(starting.size() + traced.size());
+    plan.ops.insert(plan.ops.end(), starting.begin(), starting.end());
+    plan.ops.insert(plan.ops.end(), traced.begin(), traced.end());
+  }
   std::size_t now = 0;
-  for (const ReplayOp& op : plan.ops) {
+  for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+    const ReplayOp& op = plan.ops[i];
     if (op.is_free) {
-      const auto it = sizes_live.find(op.addr);
-      if (it == sizes_live.end()) {  // pass 1 rules this out; checked, never assumed
-        throw TraceFormatError("free of " + hex(op.addr) + ", which is not live, in the plan");
-      }
-      now -= it->second;
-      sizes_live.erase(it);
+      now -= op.size;  // slots pair each free with its alloc, so this never wraps
     } else {
-      if (!sizes_live.emplace(op.addr, op.size).second) {
-        throw TraceFormatError("alloc of " + hex(op.addr) + ", which is already live, in the plan");
-      }
       add_bytes(now, op.size, [&] { return "live bytes at the alloc of " + hex(op.addr); });
-      plan.peak_live = std::max(plan.peak_live, now);
+      if (now > plan.peak_live) {
+        plan.peak_live = now;
+        plan.peak_live_op = i;
+      }
     }
+    if (i + 1 == starting.size()) plan.live_before = now;
   }
   plan.live_at_end = now;
   return plan;
+}
+
+std::vector<std::int64_t> trace_devices(const TorchSnapshot& snapshot) {
+  std::vector<std::int64_t> devices;
+  for (std::size_t d = 0; d < snapshot.device_traces.size(); ++d) {
+    if (!snapshot.device_traces[d].empty()) devices.push_back(static_cast<std::int64_t>(d));
+  }
+  return devices;
 }
 
 }  // namespace memscope

@@ -1,48 +1,189 @@
-// Replays a plan through a CachingAllocator and measures it.
+// Replays a plan through a CachingAllocator and measures it: peaks, where they happened, and
+// what was live at the peak.
+//
+// The loop is the hot part: a pointer per slot (an array, no hashing), one running sum of live
+// bytes, and, on a simulated device of our own, a backend wrapper that notes the op at which
+// reserved bytes peak (segments are reserved rarely, so this costs one store per op). What was
+// live at the peak is found afterwards, from the plan alone, in one pass over its ops.
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <unordered_map>
 
+#include "memscope/errors.hpp"
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
+#include "watched_backend.hpp"
 
 namespace memscope {
+namespace {
 
-ReplayResult replay(const ReplayPlan& plan, CachingAllocator& allocator, bool record_series) {
-  constexpr auto kAll = static_cast<std::size_t>(StatPool::all);
-  ReplayResult result;
-  result.operations = plan.ops.size();
-  if (record_series) result.series.reserve(plan.ops.size());
-  // Recorded address -> our pointer. nullptr marks an allocation that failed (OOM) or was of
-  // zero bytes: its free is skipped.
-  std::unordered_map<std::uint64_t, void*> pointers;
-  pointers.reserve(plan.ops.size());
-  const MemoryStats before = allocator.stats();
-  PeakScope window = allocator.peak_scope();
+constexpr auto kAll = static_cast<std::size_t>(StatPool::all);
 
-  const auto start = std::chrono::steady_clock::now();
-  for (const ReplayOp& op : plan.ops) {
+// A hand-built plan (no slots) with slots: frees matched to the live alloc of their address,
+// frees of nothing pointed at a slot that is never allocated, so they are skipped as before.
+ReplayPlan linked_copy(const ReplayPlan& plan) {
+  ReplayPlan out = plan;
+  std::unordered_map<std::uint64_t, std::pair<std::uint32_t, std::size_t>> live;
+  std::uint32_t next = 0;
+  for (ReplayOp& op : out.ops) {
+    if (!op.is_free) {
+      op.slot = next++;
+      live[op.addr] = {op.slot, op.size};
+    } else if (const auto it = live.find(op.addr); it != live.end()) {
+      op.slot = it->second.first;
+      op.size = it->second.second;
+      live.erase(it);
+    } else {
+      op.slot = kUnlinked;  // resolved below to the spare slot
+    }
+  }
+  for (ReplayOp& op : out.ops) {
+    if (op.slot == kUnlinked) op.slot = next;
+  }
+  out.allocations = static_cast<std::size_t>(next) + 1;  // + the spare, never allocated
+  out.linked = true;
+  return out;
+}
+
+// The moments found by the loop, before the plan pass adds what was live.
+struct LoopState {
+  std::vector<void*> pointers;  // per slot; kept after the free, so a pass can tell success
+  std::size_t ops_run = 0;
+};
+
+template <class Watch>
+LoopState run_loop(const ReplayPlan& plan, CachingAllocator& allocator, Watch& watch,
+                   ReplayResult& result, bool record_series, bool stop_at_first_oom) {
+  LoopState state;
+  state.pointers.assign(plan.allocations, nullptr);
+  void** const pointers = state.pointers.data();
+  std::int64_t live = 0;
+  std::int64_t best_live = -1;
+  const std::size_t n = plan.ops.size();
+  const ReplayOp* const ops = plan.ops.data();
+  std::size_t i = 0;
+  for (; i < n; ++i) {
+    const ReplayOp& op = ops[i];
+    watch.at(i);
     if (op.is_free) {
-      const auto it = pointers.find(op.addr);
-      if (it != pointers.end()) {
-        allocator.deallocate(it->second);
-        pointers.erase(it);
+      void* p = pointers[op.slot];
+      if (p != nullptr) {
+        allocator.deallocate(p);
+        live -= static_cast<std::int64_t>(op.size);
       }
     } else {
       void* p = nullptr;
       try {
         p = allocator.allocate(op.size, op.stream);
       } catch (const OutOfMemoryError&) {
-        ++result.num_ooms;  // the allocator stays usable; the replay goes on without this block
+        // The allocator stays usable; the replay goes on without this block.
+        if (result.num_ooms++ == 0) {
+          result.first_oom.op = i;
+          result.first_oom.reserved_bytes = watch.reserved();
+          result.first_oom.live_bytes = live;
+        }
+        if (stop_at_first_oom) {
+          result.stopped_at_oom = true;
+          break;
+        }
       }
-      pointers[op.addr] = p;
+      pointers[op.slot] = p;
+      if (p != nullptr) {
+        live += static_cast<std::int64_t>(op.size);
+        if (live > best_live) {
+          best_live = live;
+          result.peak_live.op = i;
+          result.peak_live.reserved_bytes = watch.reserved();
+        }
+      }
     }
-    if (record_series) {
+    if (record_series) [[unlikely]] {
       const MemoryStats s = allocator.stats();
       result.series.push_back({s.reserved_bytes[kAll].current, s.allocated_bytes[kAll].current,
                                s.requested_bytes[kAll].current});
     }
   }
+  state.ops_run = i == n ? n : i + 1;
+  result.peak_live.live_bytes = std::max<std::int64_t>(best_live, 0);
+  return state;
+}
+
+// No watch: the allocator and its backend are the caller's.
+struct NoWatch {
+  void at(std::size_t /*op*/) noexcept {}
+  [[nodiscard]] static std::int64_t reserved() noexcept { return -1; }
+};
+
+// Fills a moment's event and request from its op.
+void locate(const ReplayPlan& plan, ReplayMoment& m) {
+  if (!m.happened() || m.op >= plan.ops.size()) return;
+  m.event = plan.ops[m.op].event;
+  m.request = plan.ops[m.op].size;
+}
+
+// One pass over the plan: what was live after the peak op (by stack) and at the end.
+void collect_live(const ReplayPlan& plan, const LoopState& state, ReplayResult& result,
+                  bool keep_pointers) {
+  std::vector<std::uint8_t> freed(plan.allocations, 0);
+  std::unordered_map<StackId, StackBytes> by_stack;
+  const std::size_t peak_op = result.peak.op;
+  const auto tally = [&](std::size_t end) {
+    for (std::size_t i = 0; i < end; ++i) {
+      const ReplayOp& op = plan.ops[i];
+      if (op.is_free || freed[op.slot] != 0 || state.pointers[op.slot] == nullptr) continue;
+      StackBytes& s = by_stack[op.stack];
+      s.stack = op.stack;
+      s.bytes += op.size;
+      ++s.count;
+    }
+  };
+  for (std::size_t i = 0; i < state.ops_run; ++i) {
+    const ReplayOp& op = plan.ops[i];
+    if (op.is_free) freed[op.slot] = 1;
+    if (i == peak_op) tally(i + 1);
+  }
+  for (auto& [stack, s] : by_stack) {
+    result.live_at_peak_bytes += s.bytes;
+    result.live_at_peak_count += s.count;
+    result.live_at_peak.push_back(s);
+  }
+  std::sort(result.live_at_peak.begin(), result.live_at_peak.end(),
+            [](const StackBytes& a, const StackBytes& b) {
+              return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;
+            });
+  if (result.peak.happened()) {
+    result.peak.live_bytes = static_cast<std::int64_t>(result.live_at_peak_bytes);
+  }
+  if (keep_pointers) {
+    for (std::size_t slot = 0; slot < plan.allocations; ++slot) {
+      if (freed[slot] == 0 && state.pointers[slot] != nullptr) {
+        result.live_pointers.push_back(state.pointers[slot]);
+      }
+    }
+  }
+}
+
+template <class Watch>
+ReplayResult run(const ReplayPlan& given, CachingAllocator& allocator, Watch& watch,
+                 bool record_series, bool stop_at_first_oom, bool keep_pointers) {
+  const ReplayPlan* plan = &given;
+  ReplayPlan relinked;
+  if (!given.linked) {
+    relinked = linked_copy(given);
+    plan = &relinked;
+  }
+  ReplayResult result;
+  result.device = plan->device;
+  result.config = allocator.config().to_string();
+  result.operations = plan->ops.size();
+  if (record_series) result.series.reserve(plan->ops.size());
+  const MemoryStats before = allocator.stats();
+  PeakScope window = allocator.peak_scope();
+
+  const auto start = std::chrono::steady_clock::now();
+  const LoopState state =
+      run_loop(*plan, allocator, watch, result, record_series, stop_at_first_oom);
   result.wall_time = std::chrono::steady_clock::now() - start;
   window.close();
 
@@ -59,19 +200,46 @@ ReplayResult replay(const ReplayPlan& plan, CachingAllocator& allocator, bool re
   result.num_device_alloc = result.final_stats.num_device_alloc - before.num_device_alloc;
   result.num_device_free = result.final_stats.num_device_free - before.num_device_free;
   result.num_alloc_retries = result.final_stats.num_alloc_retries - before.num_alloc_retries;
-  result.ns_per_event = plan.ops.empty() ? 0.0
-                                         : static_cast<double>(result.wall_time.count()) /
-                                               static_cast<double>(plan.ops.size());
-  for (const auto& [addr, p] : pointers) {
-    if (p != nullptr) result.live_pointers.push_back(p);
+  result.ns_per_event = plan->ops.empty() ? 0.0
+                                          : static_cast<double>(result.wall_time.count()) /
+                                                static_cast<double>(plan->ops.size());
+
+  // The reserved peak: from the watch, else from the series, else unknown.
+  if (watch.peak_op() != ReplayMoment::kNever) {
+    result.peak.op = watch.peak_op();
+  } else if (!result.series.empty()) {
+    for (std::size_t i = 0; i < result.series.size(); ++i) {
+      if (result.series[i].reserved_bytes == peak.reserved_bytes) {
+        result.peak.op = i;
+        break;
+      }
+    }
   }
+  if (result.peak.happened()) result.peak.reserved_bytes = peak.reserved_bytes;
+  locate(*plan, result.peak);
+  locate(*plan, result.peak_live);
+  locate(*plan, result.first_oom);
+  collect_live(*plan, state, result, keep_pointers);
   return result;
 }
 
+struct NoWatchPeak : NoWatch {
+  [[nodiscard]] static std::size_t peak_op() noexcept { return ReplayMoment::kNever; }
+};
+
+}  // namespace
+
+ReplayResult replay(const ReplayPlan& plan, CachingAllocator& allocator, bool record_series) {
+  NoWatchPeak watch;
+  return run(plan, allocator, watch, record_series, false, true);
+}
+
 ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options) {
-  CachingAllocator allocator(std::make_shared<SimulatedBackend>(options.capacity), options.config);
-  ReplayResult result = replay(plan, allocator, options.record_series);
-  result.live_pointers.clear();  // they die with the allocator
+  auto backend = std::make_shared<WatchedBackend>(options.capacity);
+  CachingAllocator allocator(backend, options.config);
+  ReplayResult result =
+      run(plan, allocator, *backend, options.record_series, options.stop_at_first_oom, false);
+  result.capacity = options.capacity;
   return result;
 }
 

@@ -1,0 +1,258 @@
+// Replaying a trace through memscope's allocator on a simulated device: what it would reserve,
+// where the peak is and what was live there, how settings compare, and the smallest device the
+// trace fits on.
+//
+// A ReplayPlan is the trace of one device as a sequence of allocations and frees (the starting
+// live set first; tests/data/README.md). Every op remembers where it came from (event index,
+// stack, tag), so a replay can say what was live when. replay() runs a plan through a fresh
+// allocator on a simulated device and finds its peaks; replay_trace() does the same from a
+// TorchSnapshot and also names the peak's stage and the code that allocated what was live
+// there. compare_settings() replays one trace with several AllocatorConfig strings;
+// fit_capacity() searches the smallest capacity that replays without an out-of-memory error.
+//
+// Thread safety: the functions are pure apart from the allocator replay() is given (itself
+// thread-safe); results are plain values.
+// Errors: TraceFormatError for a trace that contradicts itself (an address allocated twice,
+// freed twice) or a device with no trace; ConfigError for a settings string that does not
+// parse (the message names it); UsageError for a precision or capacity of zero.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "memscope/backend.hpp"
+#include "memscope/caching_allocator.hpp"
+#include "memscope/config.hpp"
+#include "memscope/stats.hpp"
+#include "memscope/trace_events.hpp"
+#include "memscope/units.hpp"
+
+namespace memscope {
+
+// ---- The replay sequence ------------------------------------------------------------------
+
+inline constexpr std::uint32_t kBeforeTrace = std::numeric_limits<std::uint32_t>::max();
+inline constexpr std::uint32_t kUnlinked = std::numeric_limits<std::uint32_t>::max();
+
+struct ReplayOp {
+  bool is_free = false;
+  std::uint64_t addr = 0;  // the address on the recording device: identifies the allocation
+  std::size_t size = 0;    // requested bytes (a free carries its allocation's)
+  StreamId stream = kDefaultStream;
+  // Where it came from: the event's index in the device's trace (kBeforeTrace for the starting
+  // live set) and, for an alloc, the stack and tag that allocated it.
+  std::uint32_t event = kBeforeTrace;
+  StackId stack = 0;
+  TagId tag = 0;
+  // The allocation's number, unique in the plan (below ReplayPlan::allocations); a free carries
+  // its alloc's. Plans built by hand may leave kUnlinked: replay() then matches by address.
+  std::uint32_t slot = kUnlinked;
+};
+
+struct ReplayPlan {
+  std::vector<ReplayOp> ops;  // the starting live set first, then the traced allocs and frees
+  std::int64_t device = 0;
+  std::size_t allocations = 0;      // alloc ops; slots run from 0 to allocations - 1
+  bool linked = false;              // every op has its slot (build_replay_plan() sets it)
+  std::size_t starting_frees = 0;   // (a): frees with no earlier alloc
+  std::size_t starting_active = 0;  // (b): active blocks never allocated in the trace
+  std::size_t traced_ops = 0;       // traced allocs and free_completed events
+  std::size_t live_before = 0;      // requested bytes of the starting live set
+  std::size_t peak_live = 0;        // highest live requested bytes during the plan
+  std::size_t peak_live_op = 0;     // the first op after which live bytes are peak_live
+  std::size_t live_at_end = 0;      // live requested bytes after the last op
+  std::size_t distinct_sizes = 0;   // distinct request sizes among the traced allocs
+  // What the recording allocator held at the dump, on this device:
+  std::size_t active_at_dump = 0;    // requested bytes of active_allocated blocks
+  std::size_t reserved_at_dump = 0;  // sum of the segments' total_size
+  std::size_t segments_at_dump = 0;
+  std::size_t large_segments_at_dump = 0;
+  std::size_t small_segments_at_dump = 0;
+
+  [[nodiscard]] std::size_t starting_blocks() const noexcept {
+    return starting_frees + starting_active;
+  }
+  // The check of the method: the replay ends with exactly the memory the snapshot shows.
+  [[nodiscard]] bool ends_as_snapshot() const noexcept { return live_at_end == active_at_dump; }
+};
+
+// Builds the plan for one device. A trace with no segments (an RMM log) gets its starting live
+// set from frees alone. Throws TraceFormatError when the device has no trace, the events
+// contradict each other, or the trace holds 2^32 - 1 events or allocations or more.
+[[nodiscard]] ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device = 0);
+// The devices that have a trace (a non-empty event list), in order.
+[[nodiscard]] std::vector<std::int64_t> trace_devices(const TorchSnapshot& snapshot);
+
+// ---- Replaying through memscope -----------------------------------------------------------
+
+struct ReplaySample {  // the allocator's counters after one op
+  std::int64_t reserved_bytes = 0;
+  std::int64_t allocated_bytes = 0;
+  std::int64_t requested_bytes = 0;
+};
+
+// One moment of a replay: the op, the trace event it came from, and the bytes after it.
+struct ReplayMoment {
+  static constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
+  std::size_t op = kNever;             // index into the plan's ops; kNever: it did not happen
+  std::uint32_t event = kBeforeTrace;  // index into the device's trace
+  std::int64_t time_us = 0;            // the event's time (replay_trace() fills it; 0 unknown)
+  std::string tag;                     // the event's tag, e.g. the tracker's stage
+  std::size_t request = 0;             // the op's requested bytes
+  std::int64_t reserved_bytes = 0;     // after the op
+  std::int64_t live_bytes = 0;         // requested bytes live after the op
+
+  [[nodiscard]] bool happened() const noexcept { return op != kNever; }
+};
+
+// Live allocations grouped by the stack that allocated them.
+struct StackBytes {
+  StackId stack = 0;
+  std::size_t bytes = 0;  // requested
+  std::size_t count = 0;
+};
+
+// Live allocations grouped by the innermost frame of user code in their stacks.
+struct ReplaySite {
+  TraceFrame frame;  // empty filename and name: the allocations had no frames
+  std::size_t bytes = 0;
+  std::size_t count = 0;
+  // "model.py:212 forward" (the file's last path component), or "<no frames>".
+  [[nodiscard]] std::string where() const;
+};
+
+struct ReplayResult {
+  std::int64_t device = 0;
+  std::string config;        // the settings replayed (AllocatorConfig text)
+  std::size_t capacity = 0;  // of the simulated device; 0 when replayed through a given allocator
+  std::size_t operations = 0;
+  // Peaks during the replay (a peak window opened at its start), in bytes.
+  std::int64_t peak_reserved = 0;
+  std::int64_t peak_allocated = 0;
+  std::int64_t peak_requested = 0;  // peak live: what the program asked for
+  double reserved_over_peak_live = 0.0;
+  std::int64_t peak_segments = 0;     // the allocator's segment.all.peak (its lifetime peak)
+  std::int64_t num_device_alloc = 0;  // during the replay
+  std::int64_t num_device_free = 0;
+  std::int64_t num_alloc_retries = 0;
+  std::int64_t num_ooms = 0;  // allocations that raised OutOfMemoryError (their frees are skipped)
+  bool stopped_at_oom = false;  // ReplayOptions::stop_at_first_oom ended it early
+  // Where things happened. `peak` is the first op after which reserved bytes reached
+  // peak_reserved (the op that made the allocator reserve its last segment); `peak_live`
+  // the first after which live requested bytes reached peak_requested.
+  ReplayMoment peak;
+  ReplayMoment peak_live;
+  ReplayMoment first_oom;
+  std::int64_t trace_start_us = 0;  // the trace's first time, for times relative to it
+  // What was live after the `peak` op: totals, by stack (largest first) and, when the replay
+  // knew the trace's frames (replay_trace()), by site (the top ReplayOptions::top_sites).
+  std::size_t live_at_peak_bytes = 0;
+  std::size_t live_at_peak_count = 0;
+  std::vector<StackBytes> live_at_peak;
+  std::vector<ReplaySite> top_sites;
+  std::chrono::nanoseconds wall_time{0};  // the allocate/deallocate calls (and sampling, if on)
+  double ns_per_event = 0.0;
+  MemoryStats final_stats;
+  std::vector<ReplaySample> series;  // one per op, when asked for
+  // Allocations still live at the end (as in the snapshot); they belong to the allocator.
+  std::vector<void*> live_pointers;
+
+  // An aligned text report: the peak (event, time, stage), live bytes, the fragmentation
+  // figure, segments, out-of-memory errors and the top sites.
+  [[nodiscard]] std::string explain() const;
+};
+
+struct ReplayOptions {
+  AllocatorConfig config{};         // the defaults, not MEMSCOPE_ALLOC_CONF
+  std::size_t capacity = 80 * GiB;  // of the simulated device
+  bool record_series = false;
+  bool stop_at_first_oom = false;  // end the replay at the first refused allocation
+  std::size_t top_sites = 10;      // sites kept by replay_trace()
+};
+
+// Replays `plan` through `allocator`; its allocations at the end stay live (live_pointers).
+// `peak` is located only when record_series is on (the allocator is not ours to watch).
+[[nodiscard]] ReplayResult replay(const ReplayPlan& plan, CachingAllocator& allocator,
+                                  bool record_series = false);
+// Replays `plan` through a fresh allocator on a fresh simulated device of options.capacity;
+// live_pointers is empty (the allocator is gone when this returns).
+[[nodiscard]] ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options = {});
+// Builds the plan of `device`, replays it, and explains it with the snapshot's times, tags and
+// frames (top_sites).
+[[nodiscard]] ReplayResult replay_trace(const TorchSnapshot& snapshot, std::int64_t device = 0,
+                                        const ReplayOptions& options = {});
+// Fills the moments' time_us and tag and top_sites of a result of replaying `plan`, which was
+// built from `snapshot`.
+void explain_with_trace(const TorchSnapshot& snapshot, const ReplayPlan& plan, ReplayResult& result,
+                        std::size_t top_sites = 10);
+
+// True for a frame of allocator or framework plumbing, never blamed for an allocation: the
+// frames PyTorch's memory viewer hides (unwinding, the interpreter's C internals, dispatcher
+// registration) and code of installed packages (site-packages, dist-packages, the standard
+// library, shared objects, memscope, c10, at::).
+[[nodiscard]] bool is_plumbing_frame(const TraceFrame& frame);
+
+// ---- Would it fit -------------------------------------------------------------------------
+
+struct FitOptions {
+  AllocatorConfig config{};
+  std::size_t precision = 2 * MiB;  // capacities tried are multiples of it
+  // The largest capacity tried; 0: four times the peak reserved on an unlimited device.
+  std::size_t max_capacity = 0;
+};
+
+// The smallest simulated device on which a plan replays without an out-of-memory error, found
+// by bisection over multiples of the precision. Guarantee: the replay fits on `capacity` and
+// does not on `capacity - precision` (or that is below the peak live bytes, where nothing
+// fits). The allocator's behaviour is not monotonic in capacity (a smaller device flushes the
+// cache at other moments, and garbage_collection_threshold and fractional memory limits scale
+// with it), so a capacity below `capacity - precision` may fit as well and one above `capacity`
+// may fail; every capacity tried is listed in `probes`.
+struct FitResult {
+  std::string config;
+  bool fits = false;         // some capacity up to max_capacity fits
+  std::size_t capacity = 0;  // the answer, when fits
+  std::size_t precision = 0;
+  std::size_t lower_bound = 0;  // the plan's peak live bytes: no smaller device can fit
+  std::size_t max_capacity = 0;
+  std::vector<std::pair<std::size_t, bool>> probes;  // (capacity, fits), in the order tried
+
+  [[nodiscard]] std::string explain() const;
+};
+
+[[nodiscard]] FitResult fit_capacity(const ReplayPlan& plan, const FitOptions& options = {});
+
+// ---- Comparing settings -------------------------------------------------------------------
+
+struct CompareOptions {
+  std::size_t capacity = 80 * GiB;
+  std::int64_t device = 0;
+  bool fit = false;  // also search each setting's smallest device
+  std::size_t fit_precision = 2 * MiB;
+  std::size_t top_sites = 10;
+};
+
+struct ComparisonRow {
+  ReplayResult replay;
+  std::optional<FitResult> fit;
+};
+
+struct Comparison {
+  std::vector<ComparisonRow> rows;  // one per settings string, in the order given
+  // One aligned row per setting: peak reserved, peak live, their ratio, segments, retries,
+  // out-of-memory errors and, when searched, the smallest device.
+  [[nodiscard]] std::string table() const;
+};
+
+// Replays the trace of options.device once per AllocatorConfig string ("" is the defaults).
+[[nodiscard]] Comparison compare_settings(const TorchSnapshot& snapshot,
+                                          const std::vector<std::string>& configs,
+                                          const CompareOptions& options = {});
+
+}  // namespace memscope

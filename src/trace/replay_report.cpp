@@ -1,0 +1,144 @@
+// Text reports of replays: one result explained, a fit search, settings side by side.
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "common/text.hpp"
+#include "memscope/trace.hpp"
+
+namespace memscope {
+namespace {
+
+using detail::group_digits;
+
+std::string settings_name(const std::string& config) {
+  return config.empty() ? std::string("default") : config;
+}
+
+// "event 8,123 (t+1.234 s, stage 'backward')", or where a moment came from otherwise.
+std::string moment_text(const ReplayMoment& m, std::int64_t trace_start_us) {
+  if (!m.happened()) return "-";
+  if (m.event == kBeforeTrace)
+    return fmt::format("op {} (the starting live set)", group_digits(m.op));
+  std::string out = "event " + group_digits(m.event);
+  std::vector<std::string> notes;
+  if (m.time_us != 0 && trace_start_us != 0) {
+    notes.push_back(
+        fmt::format("t+{:.3f} s", static_cast<double>(m.time_us - trace_start_us) / 1e6));
+  }
+  if (!m.tag.empty()) notes.push_back("stage '" + m.tag + "'");
+  if (!notes.empty()) {
+    out += " (";
+    for (std::size_t i = 0; i < notes.size(); ++i) out += (i > 0 ? ", " : "") + notes[i];
+    out += ")";
+  }
+  return out;
+}
+
+// Rows of cells printed with each column as wide as its widest cell; the first column left.
+std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::string& indent) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows) {
+    width.resize(std::max(width.size(), row.size()), 0);
+    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
+  }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line = indent;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += c == 0 ? fmt::format("{:<{}}", row[c], width[c])
+                     : fmt::format("  {:>{}}", row[c], width[c]);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ReplayResult::explain() const {
+  std::string out = fmt::format("replay of device {}, settings: {}", device, settings_name(config));
+  if (capacity != 0) out += ", simulated device of " + format_size(capacity);
+  out += fmt::format(", {} ops\n", group_digits(operations));
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back(
+      {"peak reserved", format_bytes(peak_reserved), "at " + moment_text(peak, trace_start_us)});
+  rows.push_back(
+      {"peak live", format_bytes(peak_requested), "at " + moment_text(peak_live, trace_start_us)});
+  rows.push_back({"reserved / peak live", fmt::format("{:.4f}", reserved_over_peak_live), ""});
+  rows.push_back({"segments", group_digits(static_cast<std::uint64_t>(peak_segments)),
+                  fmt::format("at most; {} reserved, {} released, {} retries",
+                              group_digits(static_cast<std::uint64_t>(num_device_alloc)),
+                              group_digits(static_cast<std::uint64_t>(num_device_free)),
+                              group_digits(static_cast<std::uint64_t>(num_alloc_retries)))});
+  if (num_ooms == 0) {
+    rows.push_back({"out of memory", "none", ""});
+  } else {
+    rows.push_back(
+        {"out of memory", group_digits(static_cast<std::uint64_t>(num_ooms)),
+         fmt::format("{}; the first at {}: {} asked with {} reserved",
+                     stopped_at_oom ? "allocation refused, replay stopped" : "allocations refused",
+                     moment_text(first_oom, trace_start_us), format_size(first_oom.request),
+                     format_bytes(first_oom.reserved_bytes))});
+  }
+  out += aligned(rows, "  ");
+  if (!peak.happened()) return out;
+  out += fmt::format("live at the peak: {} in {} allocations", format_size(live_at_peak_bytes),
+                     group_digits(live_at_peak_count));
+  if (top_sites.empty()) return out + "\n";
+  out += "; top sites:\n";
+  std::vector<std::vector<std::string>> sites;
+  for (const ReplaySite& s : top_sites) {
+    const double share = live_at_peak_bytes == 0 ? 0.0
+                                                 : 100.0 * static_cast<double>(s.bytes) /
+                                                       static_cast<double>(live_at_peak_bytes);
+    sites.push_back({s.where(), format_size(s.bytes), fmt::format("{:.1f}%", share),
+                     group_digits(s.count) + (s.count == 1 ? " alloc" : " allocs")});
+  }
+  return out + aligned(sites, "  ");
+}
+
+std::string FitResult::explain() const {
+  if (!fits) {
+    return fmt::format(
+        "settings {}: out of memory on every device tried, up to {} (peak live {}); a "
+        "memory_limit in the settings caps what any device can give",
+        settings_name(config), format_size(max_capacity), format_size(lower_bound));
+  }
+  return fmt::format(
+      "settings {}: fits on {} (replays without out-of-memory there, fails on {} less; "
+      "precision {}); peak live {}; {} replays. The allocator is not monotonic in capacity: a "
+      "smaller device may fit too.",
+      settings_name(config), format_size(capacity), format_size(precision), format_size(precision),
+      format_size(lower_bound), probes.size());
+}
+
+std::string Comparison::table() const {
+  const bool with_fit = std::any_of(rows.begin(), rows.end(),
+                                    [](const ComparisonRow& r) { return r.fit.has_value(); });
+  std::vector<std::vector<std::string>> cells;
+  std::vector<std::string> head = {"settings", "peak reserved", "peak live", "reserved/live",
+                                   "segments", "retries",       "OOMs"};
+  if (with_fit) head.emplace_back("fits on");
+  cells.push_back(head);
+  for (const ComparisonRow& row : rows) {
+    const ReplayResult& r = row.replay;
+    std::vector<std::string> line = {settings_name(r.config),
+                                     format_bytes(r.peak_reserved),
+                                     format_bytes(r.peak_requested),
+                                     fmt::format("{:.4f}", r.reserved_over_peak_live),
+                                     group_digits(static_cast<std::uint64_t>(r.peak_segments)),
+                                     group_digits(static_cast<std::uint64_t>(r.num_alloc_retries)),
+                                     group_digits(static_cast<std::uint64_t>(r.num_ooms))};
+    if (with_fit) {
+      line.push_back(!row.fit ? "-" : row.fit->fits ? format_size(row.fit->capacity) : "never");
+    }
+    cells.push_back(std::move(line));
+  }
+  return aligned(cells, "");
+}
+
+}  // namespace memscope

@@ -148,10 +148,10 @@ class SnapshotEmitter {
       }
       const TraceFrame& frame = s_.strings.frames[f];
       out_.share(kFrameKey | f);
-      out_.begin_dict(3);
+      out_.begin_dict(3);  // in torch's order
+      text("name", frame.name);
       text("filename", frame.filename);
       integer("line", frame.line);
-      text("name", frame.name);
     }
   }
 
@@ -208,14 +208,10 @@ class SnapshotEmitter {
     natural("size", e.size);
     natural("stream", e.stream);
     integer("time_us", e.time_us);
+    if (tagged) text("user_metadata", s_.strings.tags[e.tag]);  // torch's place for it
     out_.text("frames");
     frames(e.stack, [&] { return where() + ".stack"; });
-    if (rounded) {
-      natural("rounded_size", e.rounded_size);
-    }
-    if (tagged) {
-      text("user_metadata", s_.strings.tags[e.tag]);
-    }
+    if (rounded) natural("rounded_size", e.rounded_size);
   }
 
   void text(const char* key, std::string_view value) {

@@ -371,6 +371,35 @@ TEST(SnapshotWriter, PythonsPickleReadsAndRewritesTheSameBytes) {
   fs::remove_all(dir);
 }
 
+// PyTorch's own snapshot (tests/data), read by memscope and written back, is the dict PyTorch
+// wrote, but for what memscope does not keep: compile_context ("N/A"), empty user_metadata,
+// external_annotations and PyTorch's allocator_settings.
+TEST(SnapshotWriter, APyTorchSnapshotIsWrittenBackAsPyTorchWroteIt) {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the test runs alone
+  if (std::system("python3 -c 'import pickle' >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "python3 is not available";
+  }
+  const TorchSnapshot s = read_torch_snapshot_file(MEMSCOPE_REAL_TRACE);
+  if (s.strings.frames.empty()) GTEST_SKIP() << "the reader does not keep frames yet";
+  const fs::path ours =
+      fs::temp_directory_path() / ("memscope_writer_real_" + std::to_string(getpid()) + ".pickle");
+  write_torch_snapshot(s, ours);
+  const std::string command =
+      "python3 -c 'import pickle,sys\n"
+      "theirs = pickle.load(open(sys.argv[1], \"rb\"))\n"
+      "ours = pickle.load(open(sys.argv[2], \"rb\"))\n"
+      "for k in (\"external_annotations\", \"allocator_settings\"):\n"
+      "    theirs.pop(k, None); ours.pop(k, None)\n"
+      "for e in theirs[\"device_traces\"][0]:\n"
+      "    e.pop(\"compile_context\")\n"
+      "    if e[\"user_metadata\"] == \"\": del e[\"user_metadata\"]\n"
+      "assert ours[\"segments\"] == theirs[\"segments\"], \"segments differ\"\n"
+      "assert ours == theirs, \"device traces differ\"\n' " +
+      std::string(MEMSCOPE_REAL_TRACE) + " " + ours.string();
+  EXPECT_EQ(std::system(command.c_str()), 0);  // NOLINT(concurrency-mt-unsafe)
+  fs::remove(ours);
+}
+
 // ---- Atomic files -----------------------------------------------------------------------
 
 class AtomicWrite : public ::testing::Test {

@@ -3,7 +3,9 @@
 A caching allocator with ``torch.cuda``'s statistics (``memscope.Allocator`` and the module
 functions below, which act on a default allocator per device), exact nested peak scopes, a stage
 tracker with the Hugging Face Trainer's metric names (``memscope.Tracker``, ``memscope.track``),
-host memory readings (``memscope.host``), and integrations with PyTorch (``memscope.torch``)
+host memory readings (``memscope.host``), traces (``memscope.load_trace``: a PyTorch snapshot or
+an RMM log replayed on a simulated device, its peak explained, settings compared, the smallest
+device it fits on found), and integrations with PyTorch (``memscope.torch``)
 and the Trainer (``memscope.hf``), both imported on first use: ``import memscope`` imports
 neither torch nor transformers; ``memscope.hf`` (or ``memscope.torch``) imports the module then,
 and raises its ImportError where transformers (or torch) is missing.
@@ -53,17 +55,24 @@ from ._memscope import (
     BackendSpec,
     BackendUnavailableError,
     Buffer,
+    Comparison,
     ConfigError,
     Error,
+    FitResult,
     InvalidPointerError,
     OutOfMemoryError,
     PeakScope,
     PeakValues,
+    ReplayMoment,
+    ReplayResult,
+    ReplaySite,
+    Trace,
     TraceFormatError,
     UsageError,
     __version__,
     format_bytes,
     format_size_exact,
+    load_trace,
     parse_size,
     process_peak_rss,
 )
@@ -80,6 +89,8 @@ __all__ = [
     "cuda_is_available", "device_count", "current_device", "set_device", "default_allocator",
     "format_bytes", "format_size_exact", "parse_size", "host", "__version__",
     "process_peak_rss",
+    "Trace", "load_trace", "ReplayResult", "ReplayMoment", "ReplaySite", "FitResult",
+    "Comparison",
 ]
 
 from ._tracking import (

@@ -1,0 +1,150 @@
+"""memscope.Trace: loading traces, replaying them on a simulated device, the peak explained,
+settings side by side and the smallest device a trace fits on. The real PyTorch trace in
+tests/data (its README gives the reference numbers) is part of the repository."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import memscope
+
+MiB = 1 << 20
+GiB = 1 << 30
+REAL_TRACE = (Path(__file__).resolve().parents[2] / "tests" / "data"
+              / "torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle")
+
+
+@pytest.fixture(scope="module")
+def real() -> memscope.Trace:
+    return memscope.load_trace(REAL_TRACE)
+
+
+def test_load_gives_the_trace_and_its_counts(real: memscope.Trace) -> None:
+    assert isinstance(real, memscope.Trace)
+    assert real.devices == [0]
+    assert real.events == [5163]
+    assert real.segments == 216
+    assert real.dropped_events == 0
+    assert repr(real) == "<memscope.Trace: 1 device, 5163 events, 216 segments>"
+    assert memscope.load_trace(str(REAL_TRACE)).events == [5163]  # str or Path
+
+
+def test_replay_gives_the_known_peaks_and_where_they_are(real: memscope.Trace) -> None:
+    r = real.replay(capacity="24GiB")
+    assert isinstance(r, memscope.ReplayResult)
+    assert r.peak_live == 13_923_997_700  # tests/data/README.md
+    assert r.peak_reserved == 14_088_667_136
+    assert round(r.reserved_over_peak_live, 4) == 1.0118
+    assert r.capacity == 24 * GiB
+    assert (r.device, r.config, r.oom, r.ooms, r.first_oom) == (0, "", False, 0, None)
+    assert r.operations == 3671
+    assert r.peak.event is not None and r.peak.time_us > 0
+    assert r.peak.reserved_bytes == r.peak_reserved
+    assert r.peak.live_bytes == r.live_at_peak <= r.peak_live
+    assert r.live_peak.live_bytes == r.peak_live
+    assert 0 < len(r.top_sites) <= 10
+    sizes = [s.bytes for s in r.top_sites]
+    assert sizes == sorted(sizes, reverse=True)
+    assert sum(sizes) <= r.live_at_peak
+    text = r.explain()
+    assert str(r) == text
+    assert "peak reserved" in text and f"event {r.peak.event:,}" in text
+    assert r.top_sites[0].where in text
+
+
+def test_sizes_as_text_or_bytes_and_bad_arguments(real: memscope.Trace) -> None:
+    as_bytes, as_text = real.replay(capacity=24 * GiB), real.replay(capacity="24GiB")
+    assert as_bytes.peak_reserved == as_text.peak_reserved
+    with pytest.raises(memscope.ConfigError, match="lots"):
+        real.replay(capacity="lots")
+    with pytest.raises(ValueError, match="negative"):
+        real.replay(capacity=-1)
+    with pytest.raises(TypeError, match="capacity"):
+        real.replay(capacity=2.5)  # type: ignore[arg-type]
+    with pytest.raises(memscope.ConfigError, match="no_such_key"):
+        real.replay(config="no_such_key:1")
+    with pytest.raises(memscope.TraceFormatError, match="device 3"):
+        real.replay(device=3)
+
+
+def test_out_of_memory_is_located(real: memscope.Trace) -> None:
+    r = real.replay(capacity="12GiB")
+    assert r.oom and r.ooms > 0
+    assert r.first_oom is not None and r.first_oom.event is not None
+    assert r.first_oom.request > 0
+    assert "allocations refused" in r.explain()
+
+
+def test_every_device(real: memscope.Trace) -> None:
+    results = real.replay(device=None)
+    assert isinstance(results, list) and [r.device for r in results] == [0]
+
+
+def test_compare_settings_side_by_side(real: memscope.Trace) -> None:
+    configs = ["", "max_split_size_mb:256", "garbage_collection_threshold:0.8"]
+    c = real.compare(configs, capacity="16GiB", fit=True, precision="64MiB")
+    assert len(c) == 3
+    assert [r.config for r in c.results] == configs
+    assert c[-1].config == configs[-1]
+    assert all(r.peak_live == 13_923_997_700 for r in c.results)
+    table = c.table()
+    assert str(c) == table
+    for name in ["default", "max_split_size_mb:256", "garbage_collection_threshold:0.8",
+                 "fits on"]:
+        assert name in table
+    fits = c.fits
+    assert all(f is not None and f.fits and f.capacity % (64 * MiB) == 0 for f in fits)
+    with pytest.raises(IndexError):
+        c[3]
+
+
+def test_fit_keeps_its_guarantee(real: memscope.Trace) -> None:
+    f = real.fit(precision="16MiB")
+    assert f.fits and f.capacity is not None and f.precision == 16 * MiB
+    assert f.lower_bound == 13_923_997_700 <= f.capacity
+    assert not real.replay(capacity=f.capacity).oom
+    assert real.replay(capacity=f.capacity - f.precision).oom
+    assert (f.capacity, True) in f.probes
+    assert "fits on" in str(f)
+    capped = real.fit(config="memory_limit:4GiB", precision="1GiB")
+    assert not capped.fits and capped.capacity is None
+    with pytest.raises(memscope.UsageError, match="precision"):
+        real.fit(precision=0)
+
+
+def test_unreadable_files_are_trace_format_errors(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(b"\x00not a trace")
+    with pytest.raises(memscope.TraceFormatError, match=r"junk\.bin"):
+        memscope.load_trace(junk)
+    with pytest.raises(memscope.TraceFormatError, match=r"missing\.pickle"):
+        memscope.load_trace(tmp_path / "missing.pickle")
+
+
+def _allocate_activations(alloc: memscope.Allocator) -> list[int]:
+    out = []
+    for _ in range(3):  # a loop, not a comprehension: its frame is this function's
+        out.append(alloc.alloc(100 * MiB))
+    return out
+
+
+def test_a_recording_replays_and_names_the_python_code_that_allocated() -> None:
+    alloc = memscope.Allocator("sim:8GiB", config="")
+    alloc.start_recording(stacks="python")
+    weights = alloc.alloc(200 * MiB)
+    activations = _allocate_activations(alloc)
+    for p in activations:
+        alloc.free(p)
+    alloc.free(weights)
+    trace = alloc.recorded_snapshot()
+    assert isinstance(trace, memscope.Trace)
+    r = trace.replay(capacity="1GiB")
+    assert r.peak_live == 500 * MiB
+    assert r.live_at_peak == 500 * MiB
+    top = r.top_sites[0]
+    assert (top.name, top.bytes, top.count) == ("_allocate_activations", 300 * MiB, 3)
+    assert top.filename.endswith("test_trace.py")
+    this_test = "test_a_recording_replays_and_names_the_python_code_that_allocated"
+    assert r.top_sites[1].name == this_test

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/text.hpp"
@@ -37,8 +38,10 @@ std::string moment_text(const ReplayMoment& m, std::int64_t trace_start_us) {
   return out;
 }
 
-// Rows of cells printed with each column as wide as its widest cell; the first column left.
-std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::string& indent) {
+// Rows of cells printed with each column as wide as its widest cell. `align` has one letter per
+// column, 'l' or 'r'; text reads best left, numbers right.
+std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::string& indent,
+                    std::string_view align) {
   std::vector<std::size_t> width;
   for (const auto& row : rows) {
     width.resize(std::max(width.size(), row.size()), 0);
@@ -48,8 +51,10 @@ std::string aligned(const std::vector<std::vector<std::string>>& rows, const std
   for (const auto& row : rows) {
     std::string line = indent;
     for (std::size_t c = 0; c < row.size(); ++c) {
-      line += c == 0 ? fmt::format("{:<{}}", row[c], width[c])
-                     : fmt::format("  {:>{}}", row[c], width[c]);
+      const bool left = c < align.size() && align[c] == 'l';
+      if (c > 0) line += "  ";
+      line +=
+          left ? fmt::format("{:<{}}", row[c], width[c]) : fmt::format("{:>{}}", row[c], width[c]);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";
@@ -84,7 +89,7 @@ std::string ReplayResult::explain() const {
                      moment_text(first_oom, trace_start_us), format_size(first_oom.request),
                      format_bytes(first_oom.reserved_bytes))});
   }
-  out += aligned(rows, "  ");
+  out += aligned(rows, "  ", "lrl");
   if (!peak.happened()) return out;
   out += fmt::format("live at the peak: {} in {} allocations", format_size(live_at_peak_bytes),
                      group_digits(live_at_peak_count));
@@ -98,7 +103,7 @@ std::string ReplayResult::explain() const {
     sites.push_back({s.where(), format_size(s.bytes), fmt::format("{:.1f}%", share),
                      group_digits(s.count) + (s.count == 1 ? " alloc" : " allocs")});
   }
-  return out + aligned(sites, "  ");
+  return out + aligned(sites, "  ", "lrrr");
 }
 
 std::string FitResult::explain() const {
@@ -138,7 +143,7 @@ std::string Comparison::table() const {
     }
     cells.push_back(std::move(line));
   }
-  return aligned(cells, "");
+  return aligned(cells, "", "lrrrrrrr");
 }
 
 }  // namespace memscope

@@ -39,6 +39,8 @@ void append_utf8(std::string& out, std::uint32_t cp) {
   }
 }
 
+}  // namespace
+
 // `text` with every byte that does not start a valid UTF-8 sequence (overlong forms and
 // surrogates included) replaced by U+FFFD, one per byte.
 std::string valid_utf8(std::string_view text) {
@@ -79,8 +81,6 @@ std::string valid_utf8(std::string_view text) {
   }
   return out;
 }
-
-}  // namespace
 
 PickleWriter::PickleWriter(int protocol) : protocol_(protocol) {
   if (protocol < 2 || protocol > 4) {

@@ -21,6 +21,10 @@
 
 namespace memscope::detail {
 
+// `text` with each byte that does not begin a valid UTF-8 sequence (overlong forms and
+// surrogates included) replaced by U+FFFD: Python's pickle and JSON readers refuse invalid UTF-8.
+[[nodiscard]] std::string valid_utf8(std::string_view text);
+
 class PickleWriter {
  public:
   explicit PickleWriter(int protocol);

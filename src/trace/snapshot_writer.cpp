@@ -9,8 +9,6 @@
 // MemoryViz.js, which ignore keys they do not know and pass over actions they do not know:
 // events keep memscope's "rounded_size" (when known) and memscope's "empty_cache" action; the
 // tag is PyTorch's "user_metadata"; "allocator_settings" holds {"MEMSCOPE_ALLOC_CONF": ...}.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -19,6 +17,7 @@
 #include "common/atomic_file.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
+#include "trace/json_writer.hpp"
 #include "trace/pickle_writer.hpp"
 
 namespace memscope {
@@ -27,61 +26,6 @@ namespace {
 constexpr std::uint64_t kFrameKey = 1ULL << 62;  // shared-object keys: frames and stacks
 constexpr std::uint64_t kStackKey = 2ULL << 62;
 constexpr std::int64_t kMaxDevices = 1 << 16;  // device_traces gets one list per device
-
-// Builds JSON with the PickleWriter's calls; shares nothing.
-class JsonSink {
- public:
-  using json = nlohmann::ordered_json;
-
-  void none() { value(nullptr); }
-  void boolean(bool v) { value(v); }
-  void integer(std::int64_t v) { value(v); }
-  void natural(std::uint64_t v) { value(v); }
-  void text(std::string_view v) { value(std::string(v)); }
-  void pair(std::int64_t a, std::int64_t b) { value(json::array({a, b})); }
-  void begin_list(std::size_t items) { open(json::array(), items); }
-  void begin_dict(std::size_t items) { open(json::object(), 2 * items); }
-  [[nodiscard]] bool fetch(std::uint64_t /*key*/) const { return false; }
-  void share(std::uint64_t /*key*/) {}
-
-  [[nodiscard]] std::string finish() const {
-    // Replace, not throw, on invalid UTF-8: the pickle writer does the same.
-    return root_.dump(-1, ' ', false, json::error_handler_t::replace);
-  }
-
- private:
-  struct Open {
-    json* node;
-    std::size_t left;  // values still to come (a dict: keys and values)
-    std::string key;   // the key waiting for its value
-  };
-
-  json* value(json v) {
-    json* placed = nullptr;
-    if (stack_.empty()) {
-      root_ = std::move(v);
-      return &root_;
-    }
-    Open& top = stack_.back();
-    if (top.node->is_array()) {
-      top.node->push_back(std::move(v));
-      placed = &top.node->back();
-    } else if (top.left % 2 == 0) {
-      top.key = v.get<std::string>();
-    } else {
-      placed = &((*top.node)[top.key] = std::move(v));
-    }
-    if (--top.left == 0) stack_.pop_back();
-    return placed;
-  }
-  void open(json empty, std::size_t values) {
-    json* node = value(std::move(empty));
-    if (values > 0) stack_.push_back({node, values, {}});
-  }
-
-  json root_;
-  std::vector<Open> stack_;
-};
 
 template <class Sink>
 class SnapshotEmitter {
@@ -247,8 +191,8 @@ std::string torch_snapshot_pickle(const TorchSnapshot& snapshot, int protocol) {
 }
 
 std::string torch_snapshot_json(const TorchSnapshot& snapshot) {
-  JsonSink out;
-  SnapshotEmitter<JsonSink>(snapshot, out).snapshot();
+  detail::JsonWriter out;
+  SnapshotEmitter<detail::JsonWriter>(snapshot, out).snapshot();
   return out.finish();
 }
 

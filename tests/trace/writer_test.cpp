@@ -135,7 +135,9 @@ TorchSnapshot random_snapshot(std::uint32_t seed, bool all_actions) {
     }
     stacks.push_back(s.strings.intern_stack(frames));
   }
-  const TagId tags[] = {0, s.strings.intern_tag("train"), s.strings.intern_tag("eval/step ü")};
+  // Text JSON must escape and bytes that are not UTF-8 (both writers replace them).
+  const TagId tags[] = {0, s.strings.intern_tag("train"), s.strings.intern_tag("eval/step ü"),
+                        s.strings.intern_tag("q\"b\\s\n\t\x01 bad\xff")};
   std::uint64_t address = 0x7f0000000000;
   for (int i = 0; i < 30; ++i) {
     TorchSegment seg;
@@ -180,7 +182,7 @@ TorchSnapshot random_snapshot(std::uint32_t seed, bool all_actions) {
       if (all_actions) {
         e.rounded_size = pick(0, 1) == 0 ? 0 : e.size + pick(0, 511);
         e.stack = stacks[pick(0, stacks.size() - 1)];
-        e.tag = tags[pick(0, 2)];
+        e.tag = tags[pick(0, 3)];
       }
       trace.push_back(e);
     }
@@ -257,7 +259,8 @@ TEST(SnapshotWriter, RandomSnapshotKeepsFramesTagsAndEveryAction) {
       const TraceEvent& b = got.device_traces[d][i];
       SCOPED_TRACE("event " + std::to_string(d) + "/" + std::to_string(i));
       EXPECT_EQ(got.strings.stack_frames(b.stack), s.strings.stack_frames(a.stack));
-      EXPECT_EQ(got.strings.tags.at(b.tag), s.strings.tags.at(a.tag));
+      // Text that is not UTF-8 comes back with U+FFFD in place of the bad bytes.
+      EXPECT_EQ(got.strings.tags.at(b.tag), detail::valid_utf8(s.strings.tags.at(a.tag)));
     }
   }
   for (std::size_t i = 0; i < s.segments.size(); ++i) {
@@ -358,14 +361,18 @@ TEST(SnapshotWriter, PythonsPickleReadsAndRewritesTheSameBytes) {
       files.push_back(dir / ("s" + std::to_string(seed) + "_" + std::to_string(protocol)));
       std::ofstream(files.back(), std::ios::binary) << torch_snapshot_pickle(s, protocol);
     }
+    std::ofstream(files.back().string() + ".json", std::ios::binary) << torch_snapshot_json(s);
   }
   std::string command =
-      "python3 -c 'import pickle,sys\n"
+      "python3 -c 'import json,pickle,sys\n"
       "for n in sys.argv[1:]:\n"
       "    b = open(n, \"rb\").read()\n"
       "    d = pickle.loads(b)\n"
       "    assert isinstance(d[\"segments\"], list) and d[\"device_traces\"], n\n"
-      "    assert pickle.dumps(d, protocol=b[1]) == b, n + \": not the bytes Python writes\"\n'";
+      "    assert pickle.dumps(d, protocol=b[1]) == b, n + \": not the bytes Python writes\"\n"
+      "    if b[1] == 4:\n"  // the JSON is the same dict, tuples as lists
+      "        j = json.load(open(n + \".json\", encoding=\"utf-8\"))\n"
+      "        assert j == json.loads(json.dumps(d)), n + \".json: not the pickled dict\"\n'";
   for (const fs::path& f : files) command += " " + f.string();
   EXPECT_EQ(std::system(command.c_str()), 0);  // NOLINT(concurrency-mt-unsafe)
   fs::remove_all(dir);

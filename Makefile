@@ -37,7 +37,7 @@ bench: build
 	@python3 bench/summarize.py build/bench-results*.json > build/bench-summary.md
 
 # Every libFuzzer target for FUZZ_SECONDS each (new inputs it finds go to build-fuzz/corpus-*).
-FUZZ_TARGETS := config size pickle
+FUZZ_TARGETS := config size pickle rmm_log snapshot_json
 FUZZ_SECONDS ?= 60
 fuzz: bootstrap
 	@cmake --preset fuzz >/dev/null

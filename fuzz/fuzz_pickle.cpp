@@ -9,17 +9,13 @@
 #include "memscope/errors.hpp"
 #include "memscope/pickle.hpp"
 #include "memscope/trace.hpp"
+#include "replay_snapshot.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view bytes(reinterpret_cast<const char*>(data), size);
   try {
     const memscope::PickleValue value = memscope::read_pickle(bytes, "fuzz");
-    const memscope::TorchSnapshot snapshot = memscope::read_torch_snapshot(value, "fuzz");
-    if (snapshot.device_traces.empty()) return 0;
-    const memscope::ReplayPlan plan = memscope::build_replay_plan(snapshot);
-    memscope::ReplayOptions options;
-    options.capacity = memscope::GiB;  // out-of-memory is counted by replay(), never thrown
-    (void)memscope::replay(plan, options);
+    memscope::fuzz::plan_and_replay(memscope::read_torch_snapshot(value, "fuzz"));
   } catch (const memscope::TraceFormatError&) {
     // Refused with a typed error: the expected outcome for most inputs.
   }

@@ -56,8 +56,13 @@ namespace memscope {
 // Thread,Time,Action,Pointer,Size,Stream and the actions allocate, allocate failure and free.
 // The result has one device trace (alloc / free_completed / oom events) and no segments.
 [[nodiscard]] TorchSnapshot read_rmm_log(std::string_view csv, std::string_view source = "<log>");
-// Any of the above, told apart by content (a pickle, a JSON object, an RMM CSV header).
+// Any of the above, told apart by content, never by name: a pickle (first byte 0x80, or a
+// protocol-0 opcode), JSON (first non-space character '{' or '['), an RMM log (the header).
+// An unreadable file or an unknown format is a TraceFormatError naming the accepted formats.
 [[nodiscard]] TorchSnapshot read_trace_file(const std::filesystem::path& path);
+enum class TraceFormat { unknown, pickle, json, rmm_log };
+// The format read_trace_file() would choose for these bytes.
+[[nodiscard]] TraceFormat detect_trace_format(std::string_view data) noexcept;
 
 // ---- Writing ------------------------------------------------------------------------------
 

@@ -1,8 +1,6 @@
 // The opcode loop of the safe pickle reader: decodes each opcode's argument with PickleInput,
 // applies it to the PickleMachine, and refuses code opcodes before they do anything.
-#include <fstream>
 #include <string>
-#include <system_error>
 
 #include "memscope/errors.hpp"
 #include "memscope/pickle.hpp"
@@ -11,6 +9,7 @@
 #include "trace/pickle_machine.hpp"
 #include "trace/pickle_opcodes.hpp"
 #include "trace/pickle_text.hpp"
+#include "trace/read_file.hpp"
 
 namespace memscope {
 namespace detail {
@@ -291,15 +290,7 @@ PickleValue read_pickle(std::string_view data, std::string_view source,
 }
 
 PickleValue read_pickle_file(const std::filesystem::path& path, const PickleLimits& limits) {
-  std::error_code ec;
-  const std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) throw TraceFormatError("cannot read " + path.string() + ": " + ec.message());
-  std::string data(static_cast<std::size_t>(size), '\0');
-  std::ifstream in(path, std::ios::binary);
-  if (!in.read(data.data(), static_cast<std::streamsize>(data.size()))) {
-    throw TraceFormatError("cannot read " + path.string() + ": the read failed");
-  }
-  return read_pickle(data, path.string(), limits);
+  return read_pickle(detail::read_file_bytes(path), path.string(), limits);
 }
 
 }  // namespace memscope

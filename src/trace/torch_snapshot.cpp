@@ -1,6 +1,12 @@
 // PyTorch snapshot dict -> TorchSnapshot, with every field checked and named in errors.
-#include <array>
+//
+// Speed matters (snapshots run to hundreds of MB), so the path of a value ("device_traces[0][17]
+// .size") is a chain of stack frames rendered only when an error names it, each dict is walked
+// once, and stacks are interned once per shared frame list: PyTorch writes one list per distinct
+// traceback and references it from every event and block that has it (the pickle memo keeps it
+// shared), so the list's identity is a cache key.
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "memscope/errors.hpp"
@@ -9,98 +15,171 @@
 namespace memscope {
 namespace {
 
-// Typed access to the unpickled value; `where` is the path of the value ("segments[3].blocks").
+// A place in the snapshot: a key under its parent, or an index into it.
+struct Path {
+  const Path* parent = nullptr;
+  const char* key = nullptr;  // the root's name when parent is null
+  std::size_t index = 0;      // used when key is null
+
+  [[nodiscard]] Path operator/(const char* k) const { return Path{this, k, 0}; }
+  [[nodiscard]] Path operator[](std::size_t i) const { return Path{this, nullptr, i}; }
+  [[nodiscard]] std::string str() const {
+    std::string out = parent != nullptr ? parent->str() : std::string();
+    if (key == nullptr) return out + "[" + std::to_string(index) + "]";
+    return parent != nullptr ? out + "." + key : std::string(key);
+  }
+};
+
+// Typed access to the unpickled value; errors name the source and the path.
 class Fields {
  public:
   explicit Fields(std::string_view source) : source_(source) {}
 
-  [[noreturn]] void fail(const std::string& where, const std::string& problem) const {
-    throw TraceFormatError(source_ + ": " + where + ": " + problem);
+  [[noreturn]] void fail(const Path& where, const std::string& problem) const {
+    throw TraceFormatError(source_ + ": " + where.str() + ": " + problem);
   }
-  [[noreturn]] void wrong_type(const std::string& where, const char* expected,
+  [[noreturn]] void wrong_type(const Path& where, const char* expected,
                                const PickleValue& v) const {
     fail(where, std::string("expected ") + expected + ", found " + std::string(v.type_name()));
   }
 
-  const PickleDict& dict(const PickleValue& v, const std::string& where) const {
+  const PickleDict& dict(const PickleValue& v, const Path& where) const {
     const auto* d = v.get_if<PickleDict>();
     if (d == nullptr) wrong_type(where, "dict", v);
     return *d;
   }
   // A list or a tuple: PyTorch has written both over the versions.
-  const std::vector<PickleValue>& list(const PickleValue& v, const std::string& where) const {
+  const std::vector<PickleValue>& list(const PickleValue& v, const Path& where) const {
     if (const auto* l = v.get_if<PickleList>()) return l->items();
     if (const auto* t = v.get_if<PickleTuple>()) return t->items();
     wrong_type(where, "list", v);
   }
-  const PickleValue& field(const PickleDict& d, const char* key, const std::string& where) const {
+  const PickleValue& field(const PickleDict& d, const char* key, const Path& where) const {
     const PickleValue* v = d.find(key);
     if (v == nullptr) fail(where, std::string("missing the field '") + key + "'");
     return *v;
   }
-  std::int64_t integer(const PickleValue& v, const std::string& where) const {
+  std::int64_t integer(const PickleValue& v, const Path& where) const {
     const auto* i = v.get_if<std::int64_t>();
     if (i == nullptr) wrong_type(where, "int", v);
     return *i;
   }
-  std::uint64_t natural(const PickleValue& v, const std::string& where) const {
+  std::uint64_t natural(const PickleValue& v, const Path& where) const {
     const std::int64_t i = integer(v, where);
     if (i < 0) fail(where, "expected a non-negative int, found " + std::to_string(i));
     return static_cast<std::uint64_t>(i);
   }
-  std::uint64_t natural(const PickleDict& d, const char* key, const std::string& where) const {
-    return natural(field(d, key, where), where + "." + key);
+  bool boolean(const PickleValue& v, const Path& where) const {
+    const auto* b = v.get_if<bool>();
+    if (b == nullptr) wrong_type(where, "bool", v);
+    return *b;
+  }
+  const std::string& text(const PickleValue& v, const Path& where) const {
+    const auto* s = v.get_if<std::string>();
+    if (s == nullptr) wrong_type(where, "str", v);
+    return *s;
+  }
+  std::uint64_t natural(const PickleDict& d, const char* key, const Path& where) const {
+    return natural(field(d, key, where), where / key);
   }
   // An optional non-negative int field.
   std::uint64_t natural_or(const PickleDict& d, const char* key, std::uint64_t fallback,
-                           const std::string& where) const {
+                           const Path& where) const {
     const PickleValue* v = d.find(key);
-    return v == nullptr ? fallback : natural(*v, where + "." + key);
+    return v == nullptr ? fallback : natural(*v, where / key);
   }
-  const std::string& text(const PickleDict& d, const char* key, const std::string& where) const {
-    const PickleValue& v = field(d, key, where);
-    const auto* s = v.get_if<std::string>();
-    if (s == nullptr) wrong_type(where + "." + key, "str", v);
-    return *s;
+  const std::string& text(const PickleDict& d, const char* key, const Path& where) const {
+    return text(field(d, key, where), where / key);
   }
 
  private:
   std::string source_;
 };
 
-BlockState block_state(const Fields& f, const std::string& state, const std::string& where) {
+// Reads frame lists into the snapshot's interned stacks, once per shared list.
+class StackReader {
+ public:
+  StackReader(const Fields& f, TraceStrings& strings) : f_(f), strings_(strings) {}
+
+  // The stack of a "frames" value (a list of {filename, line, name}, innermost first).
+  StackId read(const PickleValue& value, const Path& where) {
+    const auto& frames = f_.list(value, where);
+    if (frames.empty()) return 0;
+    const auto [it, added] = by_list_.try_emplace(&frames, 0);
+    if (!added) return it->second;
+    std::vector<TraceFrame> stack;
+    stack.reserve(frames.size());
+    for (std::size_t i = 0; i < frames.size(); ++i) stack.push_back(frame(frames[i], where[i]));
+    it->second = strings_.intern_stack(stack);
+    return it->second;
+  }
+
+ private:
+  TraceFrame frame(const PickleValue& value, const Path& where) const {
+    const PickleDict& d = f_.dict(value, where);
+    TraceFrame out;
+    for (const auto& [k, v] : d.items()) {  // PyTorch may add fields (fx_node_op...): skipped
+      const auto* key = k.get_if<std::string>();
+      if (key == nullptr) continue;
+      if (*key == "filename") {
+        out.filename = f_.text(v, where / "filename");
+      } else if (*key == "name") {
+        out.name = f_.text(v, where / "name");
+      } else if (*key == "line") {
+        out.line = f_.integer(v, where / "line");
+      }
+    }
+    return out;
+  }
+
+  const Fields& f_;
+  TraceStrings& strings_;
+  std::unordered_map<const void*, StackId> by_list_;  // a shared list's items -> its stack
+};
+
+BlockState block_state(const Fields& f, const std::string& state, const Path& where) {
+  // PyTorch's docstring once said "active_awaiting_free"; its code writes active_pending_free.
+  if (state == "active_awaiting_free") return BlockState::active_pending_free;
   for (const BlockState s :
        {BlockState::active_allocated, BlockState::active_pending_free, BlockState::inactive}) {
     if (state == to_string(s)) return s;
   }
-  f.fail(where + ".state", "unknown block state '" + state +
-                               "' (expected active_allocated, active_pending_free or inactive)");
+  f.fail(where, "unknown block state '" + state +
+                    "' (expected active_allocated, active_pending_free or inactive)");
 }
 
-TorchSegment read_segment(const Fields& f, const PickleValue& value, const std::string& where) {
+TorchSegment read_segment(const Fields& f, StackReader& stacks, const PickleValue& value,
+                          const Path& where) {
   const PickleDict& d = f.dict(value, where);
   TorchSegment seg;
-  seg.device = d.find("device") != nullptr ? f.integer(*d.find("device"), where + ".device") : 0;
+  if (const PickleValue* device = d.find("device"))
+    seg.device = f.integer(*device, where / "device");
+  if (const PickleValue* expandable = d.find("is_expandable")) {
+    seg.is_expandable = f.boolean(*expandable, where / "is_expandable");
+  }
   SegmentInfo& s = seg.info;
   s.address = f.natural(d, "address", where);
   s.total_size = f.natural(d, "total_size", where);
   s.stream = f.natural_or(d, "stream", kDefaultStream, where);
   const std::string& type = f.text(d, "segment_type", where);
   if (type != "small" && type != "large") {
-    f.fail(where + ".segment_type", "expected 'small' or 'large', found '" + type + "'");
+    f.fail(where / "segment_type", "expected 'small' or 'large', found '" + type + "'");
   }
   s.small_pool = type == "small";
-  const std::string blocks_where = where + ".blocks";
+  const Path blocks_where = where / "blocks";
   const auto& blocks = f.list(f.field(d, "blocks", where), blocks_where);
   std::uintptr_t next = s.address;  // blocks tile the segment; old snapshots omit addresses
   std::size_t allocated = 0, active = 0, requested = 0;
+  bool any_stack = false;
+  s.blocks.reserve(blocks.size());
+  seg.block_stacks.reserve(blocks.size());
   for (std::size_t i = 0; i < blocks.size(); ++i) {
-    const std::string bw = blocks_where + "[" + std::to_string(i) + "]";
+    const Path bw = blocks_where[i];
     const PickleDict& bd = f.dict(blocks[i], bw);
     BlockInfo b;
     b.address = f.natural_or(bd, "address", next, bw);
     b.size = f.natural(bd, "size", bw);
-    b.state = block_state(f, f.text(bd, "state", bw), bw);
+    b.state = block_state(f, f.text(bd, "state", bw), bw / "state");
     b.requested_size = f.natural_or(bd, "requested_size", b.size, bw);
     if (b.state == BlockState::active_allocated) allocated += b.size;
     if (b.state != BlockState::inactive) {
@@ -109,29 +188,89 @@ TorchSegment read_segment(const Fields& f, const PickleValue& value, const std::
     }
     next = b.address + b.size;
     s.blocks.push_back(b);
+    const PickleValue* frames = bd.find("frames");
+    const StackId stack = frames != nullptr ? stacks.read(*frames, bw / "frames") : 0;
+    any_stack = any_stack || stack != 0;
+    seg.block_stacks.push_back(stack);
   }
+  if (!any_stack) seg.block_stacks.clear();  // "not recorded": the model's empty vector
   s.allocated_size = f.natural_or(d, "allocated_size", allocated, where);
   s.active_size = f.natural_or(d, "active_size", active, where);
   s.requested_size = f.natural_or(d, "requested_size", requested, where);
   return seg;
 }
 
-TraceEvent read_event(const Fields& f, const PickleValue& value, const std::string& where) {
+constexpr const char* kActionList =
+    "alloc, free_requested, free_completed, segment_alloc, segment_free, segment_map, "
+    "segment_unmap, snapshot, oom, annotate or empty_cache";
+
+// One event dict, walked once. Required: action, size, and addr (device_free for oom, which
+// PyTorch writes instead of addr). Optional: stream, time_us, frames, user_metadata and
+// memscope's rounded_size.
+TraceEvent read_event(const Fields& f, StackReader& stacks, TraceStrings& strings,
+                      const PickleValue& value, const Path& where) {
   const PickleDict& d = f.dict(value, where);
   TraceEvent e;
-  const std::string& action = f.text(d, "action", where);
-  if (!parse_trace_action(action, e.action)) {
-    f.fail(where + ".action", "unknown action '" + action +
-                                  "' (expected alloc, free_requested, free_completed, "
-                                  "segment_alloc, segment_free, segment_map, segment_unmap, "
-                                  "snapshot or oom)");
+  const PickleValue* action = nullptr;
+  const PickleValue* addr = nullptr;
+  const PickleValue* device_free = nullptr;
+  const PickleValue* size = nullptr;
+  const PickleValue* frames = nullptr;
+  const PickleValue* metadata = nullptr;
+  for (const auto& [k, v] : d.items()) {
+    const auto* key = k.get_if<std::string>();
+    if (key == nullptr) continue;
+    const std::string_view name = *key;
+    if (name == "action") {
+      action = &v;
+    } else if (name == "addr") {
+      addr = &v;
+    } else if (name == "size") {
+      size = &v;
+    } else if (name == "stream") {
+      e.stream = f.natural(v, where / "stream");
+    } else if (name == "time_us") {
+      e.time_us = f.integer(v, where / "time_us");
+    } else if (name == "frames") {
+      frames = &v;
+    } else if (name == "user_metadata") {
+      metadata = &v;
+    } else if (name == "device_free") {
+      device_free = &v;
+    } else if (name == "rounded_size") {  // memscope's own (write_torch_snapshot)
+      e.rounded_size = f.natural(v, where / "rounded_size");
+    }
   }
-  e.addr = f.natural(d, "addr", where);
-  e.size = f.natural(d, "size", where);
-  e.stream = f.natural_or(d, "stream", kDefaultStream, where);
-  const PickleValue* time = d.find("time_us");
-  e.time_us = time != nullptr ? f.integer(*time, where + ".time_us") : 0;
+  if (action == nullptr) f.fail(where, "missing the field 'action'");
+  const std::string& name = f.text(*action, where / "action");
+  if (!parse_trace_action(name, e.action)) {
+    f.fail(where / "action", "unknown action '" + name + "' (expected " + kActionList + ")");
+  }
+  if (size == nullptr) f.fail(where, "missing the field 'size'");
+  e.size = f.natural(*size, where / "size");
+  if (e.action == TraceAction::oom && addr == nullptr) {
+    // The data model keeps the device's free bytes in addr; an oom without them says 0.
+    if (device_free != nullptr) e.addr = f.natural(*device_free, where / "device_free");
+  } else {
+    if (addr == nullptr) f.fail(where, "missing the field 'addr'");
+    e.addr = f.natural(*addr, where / "addr");
+  }
+  if (frames != nullptr) e.stack = stacks.read(*frames, where / "frames");
+  if (metadata != nullptr) e.tag = strings.intern_tag(f.text(*metadata, where / "user_metadata"));
   return e;
+}
+
+// The configuration string in allocator_settings: memscope's writer keeps it under
+// MEMSCOPE_ALLOC_CONF, PyTorch under PYTORCH_CUDA_ALLOC_CONF; a plain string is taken as is.
+// Anything else there is not ours to judge.
+std::string read_settings(const PickleValue& value) {
+  if (const auto* s = value.get_if<std::string>()) return *s;
+  for (const char* key : {"MEMSCOPE_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
+    if (const PickleValue* conf = value.find(key)) {
+      if (const auto* s = conf->get_if<std::string>()) return *s;
+    }
+  }
+  return {};
 }
 
 }  // namespace
@@ -139,29 +278,37 @@ TraceEvent read_event(const Fields& f, const PickleValue& value, const std::stri
 TorchSnapshot read_torch_snapshot(const PickleValue& root, std::string_view source) {
   const Fields f(source);
   TorchSnapshot out;
+  StackReader stacks(f, out.strings);
   // Snapshots before PyTorch 2.1 were a bare list of segments.
   const PickleValue* segments = &root;
   const PickleValue* traces = nullptr;
+  const Path top{nullptr, "the snapshot", 0};
   if (const auto* d = root.get_if<PickleDict>()) {
-    segments = &f.field(*d, "segments", "the snapshot");
+    segments = &f.field(*d, "segments", top);
     traces = d->find("device_traces");
+    if (const PickleValue* settings = d->find("allocator_settings")) {
+      out.settings = read_settings(*settings);
+    }
   } else if (root.get_if<PickleList>() == nullptr) {
-    f.wrong_type("the snapshot", "dict", root);
+    f.wrong_type(top, "dict", root);
   }
-  const auto& segs = f.list(*segments, "segments");
+  const Path segs_where{nullptr, "segments", 0};
+  const auto& segs = f.list(*segments, segs_where);
   out.segments.reserve(segs.size());
   for (std::size_t i = 0; i < segs.size(); ++i) {
-    out.segments.push_back(read_segment(f, segs[i], "segments[" + std::to_string(i) + "]"));
+    out.segments.push_back(read_segment(f, stacks, segs[i], segs_where[i]));
   }
   if (traces != nullptr) {
-    const auto& devices = f.list(*traces, "device_traces");
+    const Path traces_where{nullptr, "device_traces", 0};
+    const auto& devices = f.list(*traces, traces_where);
+    out.device_traces.reserve(devices.size());
     for (std::size_t dev = 0; dev < devices.size(); ++dev) {
-      const std::string where = "device_traces[" + std::to_string(dev) + "]";
+      const Path where = traces_where[dev];
       const auto& events = f.list(devices[dev], where);
       std::vector<TraceEvent>& trace = out.device_traces.emplace_back();
       trace.reserve(events.size());
       for (std::size_t i = 0; i < events.size(); ++i) {
-        trace.push_back(read_event(f, events[i], where + "[" + std::to_string(i) + "]"));
+        trace.push_back(read_event(f, stacks, out.strings, events[i], where[i]));
       }
     }
   }

@@ -8,6 +8,8 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "memscope/errors.hpp"
 #include "memscope/pickle.hpp"
@@ -40,20 +42,26 @@ inline std::string p2(std::string_view body) {
   return bytes({0x80, 2}) + std::string(body) + ".";
 }
 
-// The message of the TraceFormatError read_pickle(data) throws; "" (and a test failure) when it
-// returns or throws anything else.
-inline std::string pickle_error(std::string_view data, std::string_view source = "<memory>",
-                                const PickleLimits& limits = {}) {
+// The message of the TraceFormatError `action` throws; "" (and a test failure) when it returns
+// or throws anything else.
+template <class F>
+std::string format_error(F&& action) {
   try {
-    (void)read_pickle(data, source, limits);
+    action();
   } catch (const TraceFormatError& e) {
     return e.what();
   } catch (const std::exception& e) {
     ADD_FAILURE() << "not a TraceFormatError: " << e.what();
     return "";
   }
-  ADD_FAILURE() << "read_pickle accepted it";
+  ADD_FAILURE() << "no error";
   return "";
+}
+
+// The message of the TraceFormatError read_pickle(data) throws.
+inline std::string pickle_error(std::string_view data, std::string_view source = "<memory>",
+                                const PickleLimits& limits = {}) {
+  return format_error([&] { (void)read_pickle(data, source, limits); });
 }
 
 inline PickleValue str(std::string s) {
@@ -61,6 +69,17 @@ inline PickleValue str(std::string s) {
 }
 inline PickleValue num(std::int64_t v) {
   return PickleValue{v};
+}
+
+// A dict of str keys, in order, and a list: PyTorch snapshots built by hand.
+inline PickleValue dict(const std::vector<std::pair<const char*, PickleValue>>& fields) {
+  std::vector<PickleDict::Item> items;
+  items.reserve(fields.size());
+  for (const auto& [k, v] : fields) items.emplace_back(str(k), v);
+  return PickleValue{PickleDict(std::move(items))};
+}
+inline PickleValue list(std::vector<PickleValue> items) {
+  return PickleValue{PickleList(std::move(items))};
 }
 
 }  // namespace memscope::testing

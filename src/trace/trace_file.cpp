@@ -1,0 +1,79 @@
+// read_trace_file(): tells a PyTorch snapshot pickle, a JSON snapshot and an RMM log apart by
+// their first bytes (never by the file name) and reads the file with the matching reader.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "memscope/errors.hpp"
+#include "memscope/trace.hpp"
+#include "trace/read_file.hpp"
+
+namespace memscope {
+namespace {
+
+constexpr const char* kAccepted =
+    "memscope reads a PyTorch memory snapshot pickle (torch.cuda.memory._dump_snapshot; first "
+    "byte 0x80, or a protocol-0 pickle), a JSON snapshot (first character '{' or '['), or an "
+    "RMM allocation log (a CSV whose first line is Thread,Time,Action,Pointer,Size,Stream)";
+
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+// Opcodes a protocol 0 or 1 pickle can start with: a mark, an empty container, or a scalar.
+// GLOBAL ('c') and INST ('i') are included so that such a pickle is refused by the reader with
+// its own message, not called unknown.
+bool starts_protocol0_pickle(char c) {
+  constexpr std::string_view kFirst = "(]}):NIJKLMFGSTUVXBCcid";
+  return kFirst.find(c) != std::string_view::npos;
+}
+
+}  // namespace
+
+TraceFormat detect_trace_format(std::string_view data) noexcept {
+  if (data.empty()) return TraceFormat::unknown;
+  if (static_cast<unsigned char>(data[0]) == 0x80) return TraceFormat::pickle;
+  std::string_view text = data;
+  if (text.substr(0, 3) == "\xEF\xBB\xBF") text.remove_prefix(3);  // a UTF-8 byte order mark
+  std::size_t i = 0;
+  while (i < text.size() && is_space(text[i])) ++i;
+  if (i < text.size() && (text[i] == '{' || text[i] == '[')) return TraceFormat::json;
+  // The RMM header; its first column may be quoted.
+  std::string_view rest = text.substr(i);
+  if (!rest.empty() && rest.front() == '"') rest.remove_prefix(1);
+  if (rest.size() >= 6) {
+    std::string word(rest.substr(0, 6));
+    for (char& c : word) c = static_cast<char>(c | 0x20);
+    if (word == "thread") return TraceFormat::rmm_log;
+  }
+  if (starts_protocol0_pickle(data[0])) return TraceFormat::pickle;
+  return TraceFormat::unknown;
+}
+
+TorchSnapshot read_trace_file(const std::filesystem::path& path) {
+  const std::string data = detail::read_file_bytes(path);
+  const std::string source = path.string();
+  switch (detect_trace_format(data)) {
+    case TraceFormat::pickle:
+      return read_torch_snapshot(read_pickle(data, source), source);
+    case TraceFormat::json:
+      return read_torch_snapshot_json(data, source);
+    case TraceFormat::rmm_log:
+      return read_rmm_log(data, source);
+    case TraceFormat::unknown:
+      break;
+  }
+  if (data.empty()) throw TraceFormatError(source + ": the file is empty; " + kAccepted);
+  std::string first;
+  for (const char c : std::string_view(data).substr(0, 8)) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    const auto u = static_cast<unsigned char>(c);
+    if (!first.empty()) first += ' ';
+    first += kHex[u >> 4];
+    first += kHex[u & 15];
+  }
+  throw TraceFormatError(source + ": not a trace format memscope knows (first bytes " + first +
+                         "); " + kAccepted);
+}
+
+}  // namespace memscope

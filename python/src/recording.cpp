@@ -34,6 +34,37 @@ std::unordered_map<PyObject*, CodeNames>& code_names() {
   return *names;
 }
 
+// Line of (code object, instruction offset), guarded by the GIL. PyFrame_GetLineNumber() scans
+// the code's line table from its start each time: hundreds of ns in a long function or module,
+// the better part of a stack's cost. The code objects are kept alive by code_names().
+struct CodeOffset {
+  PyObject* code;
+  int offset;
+  friend bool operator==(const CodeOffset&, const CodeOffset&) = default;
+};
+struct CodeOffsetHash {
+  std::size_t operator()(const CodeOffset& k) const noexcept {
+    return std::hash<const void*>{}(k.code) ^
+           (static_cast<std::size_t>(k.offset) * std::size_t{0x9e3779b97f4a7c15});
+  }
+};
+std::unordered_map<CodeOffset, int, CodeOffsetHash>& line_cache() {
+  static auto* const lines = new std::unordered_map<CodeOffset, int, CodeOffsetHash>;
+  return *lines;
+}
+
+int line_of(PyFrameObject* frame, PyObject* code) noexcept {
+  const CodeOffset key{code, PyFrame_GetLasti(frame)};
+  auto& lines = line_cache();
+  if (const auto it = lines.find(key); it != lines.end()) return it->second;
+  const int line = PyFrame_GetLineNumber(frame);
+  try {
+    lines.emplace(key, line);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): computed again next time
+  }
+  return line;
+}
+
 std::string utf8_attribute(PyObject* object, const char* attribute) {
   std::string out;
   PyObject* value = PyObject_GetAttrString(object, attribute);
@@ -48,7 +79,8 @@ std::string utf8_attribute(PyObject* object, const char* attribute) {
   return out;
 }
 
-// The names of `code` (a new reference, which this takes over). Null when out of memory.
+// The names of `code` (a new reference, which this takes over; the cache keeps one). Null when
+// out of memory.
 const CodeNames* names_of(PyObject* code) noexcept {
   try {
     auto& names = code_names();
@@ -73,9 +105,9 @@ std::size_t walk_frames(PythonFrame* out, std::size_t capacity) noexcept {
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   Py_XINCREF(frame);
   while (frame != nullptr && n < capacity) {
-    const CodeNames* names = names_of(reinterpret_cast<PyObject*>(PyFrame_GetCode(frame)));
-    if (names != nullptr) {
-      out[n++] = {names->filename.c_str(), names->name.c_str(), PyFrame_GetLineNumber(frame)};
+    auto* code = reinterpret_cast<PyObject*>(PyFrame_GetCode(frame));
+    if (const CodeNames* names = names_of(code)) {  // code stays alive: the cache holds it
+      out[n++] = {names->filename.c_str(), names->name.c_str(), line_of(frame, code)};
     }
     PyFrameObject* back = PyFrame_GetBack(frame);  // new reference or null
     Py_DECREF(frame);

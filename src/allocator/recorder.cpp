@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <cstring>
 
+#include "allocator/event_clock.hpp"
 #include "allocator/stack_capture.hpp"
 #include "memscope/errors.hpp"
 
@@ -16,12 +16,6 @@ namespace {
 constexpr std::size_t kMaxPythonFrames = 64;
 
 std::atomic<PythonStackCollector> g_python_collector{nullptr};
-
-std::int64_t now_us() noexcept {
-  return std::chrono::duration_cast<std::chrono::microseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 template <class T>
 void append_bytes(std::string& key, const T* data, std::size_t n) {
@@ -71,7 +65,7 @@ void Recorder::push(const RawEvent& event) noexcept {
 void Recorder::record(TraceAction action, std::uint64_t addr, std::uint64_t size,
                       std::uint64_t rounded, StreamId stream) noexcept {
   if (!active_) return;
-  push({addr, size, rounded, now_us(), stream, current_trace_tag(), 0, action});
+  push({addr, size, rounded, EventClock::ticks(), stream, current_trace_tag(), 0, action});
 }
 
 void Recorder::record_alloc(std::uint64_t addr, std::uint64_t size, std::uint64_t rounded,
@@ -84,14 +78,15 @@ void Recorder::record_alloc(std::uint64_t addr, std::uint64_t size, std::uint64_
     } catch (...) {  // NOLINT(bugprone-empty-catch): the block's stack is just not shown
     }
   }
-  push({addr, size, rounded, now_us(), stream, current_trace_tag(), stack, TraceAction::alloc});
+  push({addr, size, rounded, EventClock::ticks(), stream, current_trace_tag(), stack,
+        TraceAction::alloc});
 }
 
 void Recorder::record_free(std::uint64_t addr, std::uint64_t size, std::uint64_t rounded,
                            StreamId stream, bool completed) noexcept {
   if (completed && !live_stacks_.empty()) live_stacks_.erase(addr);
   if (!active_) return;
-  const std::int64_t t = now_us();
+  const std::int64_t t = EventClock::ticks();
   const TraceTag tag = current_trace_tag();
   push({addr, size, rounded, t, stream, tag, 0, TraceAction::free_requested});
   if (completed) push({addr, size, rounded, t, stream, tag, 0, TraceAction::free_completed});
@@ -166,11 +161,12 @@ void Recorder::export_to(TorchSnapshot& out) const {
   };
   if (out.device_traces.empty()) out.device_traces.resize(1);
   std::vector<TraceEvent>& trace = out.device_traces[0];
+  const EventClock::ToMicroseconds to_us(clock_);
   trace.reserve(trace.size() + events_.size());
   for (std::size_t k = 0; k < events_.size(); ++k) {
     const RawEvent& e = events_[(next_ + k) % events_.size()];  // oldest first
-    trace.push_back({e.action, e.addr, e.size, e.rounded, e.stream, e.time_us, stack_map[e.stack],
-                     tag_id(e.tag)});
+    trace.push_back({e.action, e.addr, e.size, e.rounded, e.stream, to_us(e.ticks),
+                     stack_map[e.stack], tag_id(e.tag)});
   }
   out.dropped_events += dropped_;
   if (!options_.cpp_stacks && !options_.python_stacks) return;

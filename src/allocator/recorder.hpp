@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "allocator/event_clock.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/recording.hpp"
 #include "memscope/trace_events.hpp"
@@ -61,7 +62,7 @@ class Recorder {
     std::uint64_t addr;
     std::uint64_t size;
     std::uint64_t rounded;
-    std::int64_t time_us;
+    std::int64_t ticks;  // EventClock::ticks()
     StreamId stream;
     TraceTag tag;
     std::uint32_t stack;  // into stacks_; 0 = none
@@ -77,6 +78,7 @@ class Recorder {
   [[nodiscard, gnu::noinline]] std::uint32_t capture_stack() noexcept;
 
   RecordingOptions options_;
+  EventClock clock_;
   bool active_ = true;
   std::vector<RawEvent> events_;  // grows to max_entries, then is overwritten as a ring
   std::size_t next_ = 0;          // once full: the oldest event, overwritten next

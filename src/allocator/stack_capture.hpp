@@ -17,7 +17,8 @@ inline constexpr std::size_t kMaxCppFrames = 48;
 std::size_t capture_cpp_stack(std::uintptr_t* out, std::size_t capacity,
                               std::size_t skip = 0) noexcept;
 
-// Loads the unwinder now (its first use dlopen()s libgcc_s), so no recorded event pays for it.
+// Loads the unwinder now (libunwind, or libgcc_s for glibc's backtrace(), is dlopen()ed on
+// first use), so no recorded event pays for it.
 void warm_up_stack_capture() noexcept;
 
 // The frame of one return address: name = the demangled symbol, or the offset into its object

@@ -2,11 +2,11 @@
 // then replay allocs and completed frees in order. Each alloc gets a slot number and each free
 // its alloc's, so the replay finds a pointer by index instead of hashing addresses.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <string>
-#include <unordered_map>
 #include <utility>
 
 #include "memscope/errors.hpp"
@@ -40,7 +40,7 @@ void add_bytes(std::size_t& total, std::size_t amount, What&& what) {
   total += amount;
 }
 
-// Everything the plan needs to know about one recorded address, in one hash lookup per event.
+// Everything the plan needs to know about one recorded address, in one lookup per event.
 struct AddressState {
   std::size_t size = 0;    // requested bytes of the live allocation
   std::uint32_t slot = 0;  // its slot
@@ -48,6 +48,95 @@ struct AddressState {
   bool allocated = false;          // the trace allocates this address somewhere
   bool freed_unallocated = false;  // (a): freed before any alloc of it
 };
+
+// Open addressing with linear probing, keyed by addresses: one multiply and, usually, one cache
+// line per lookup, where std::unordered_map allocates a node per key.
+template <class Value>
+class FlatTable {
+ public:
+  FlatTable() { grow(64); }
+
+  // The value of `key`, default-constructed when new; `inserted` says which.
+  Value& at(std::uint64_t key, bool& inserted) {
+    std::size_t i = home(key);
+    while (used_[i] != 0) {
+      if (keys_[i] == key) {
+        inserted = false;
+        return values_[i];
+      }
+      i = (i + 1) & mask_;
+    }
+    inserted = true;
+    if (2 * (size_ + 1) > keys_.size()) {
+      grow(2 * keys_.size());
+      return at(key, inserted);
+    }
+    ++size_;
+    used_[i] = 1;
+    keys_[i] = key;
+    return values_[i];
+  }
+  Value& operator[](std::uint64_t key) {
+    bool inserted = false;
+    return at(key, inserted);
+  }
+  [[nodiscard]] const Value* find(std::uint64_t key) const {
+    for (std::size_t i = home(key); used_[i] != 0; i = (i + 1) & mask_) {
+      if (keys_[i] == key) return &values_[i];
+    }
+    return nullptr;
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+
+ private:
+  [[nodiscard]] std::size_t home(std::uint64_t key) const noexcept {
+    return static_cast<std::size_t>((key * 0x9e3779b97f4a7c15ULL) >> shift_);
+  }
+  void grow(std::size_t capacity) {
+    std::vector<std::uint64_t> keys = std::move(keys_);
+    std::vector<Value> values = std::move(values_);
+    std::vector<std::uint8_t> used = std::move(used_);
+    keys_.assign(capacity, 0);
+    values_.assign(capacity, Value{});
+    used_.assign(capacity, 0);
+    mask_ = capacity - 1;
+    shift_ = 64 - static_cast<unsigned>(std::countr_zero(capacity));
+    size_ = 0;
+    for (std::size_t i = 0; i < used.size(); ++i) {
+      if (used[i] != 0) (*this)[keys[i]] = std::move(values[i]);
+    }
+  }
+
+  std::vector<std::uint64_t> keys_;
+  std::vector<Value> values_;
+  std::vector<std::uint8_t> used_;
+  std::size_t mask_ = 0;
+  unsigned shift_ = 64;
+  std::size_t size_ = 0;
+};
+
+// The number of distinct values, by an LSD radix sort (16-bit digits, passes where every value
+// has the same digit skipped): sequential passes over memory, where a hash set of millions of
+// random sizes misses the cache on every insert and std::sort mispredicts every compare. Small
+// inputs are sorted.
+std::size_t count_distinct(std::vector<std::uint64_t>& values) {
+  if (values.size() < (std::size_t{1} << 16)) {  // the passes' fixed cost would dominate
+    std::sort(values.begin(), values.end());
+    return static_cast<std::size_t>(std::unique(values.begin(), values.end()) - values.begin());
+  }
+  std::vector<std::uint64_t> scratch(values.size());
+  std::vector<std::size_t> offsets(std::size_t{1} << 16);
+  for (unsigned shift = 0; shift < 64; shift += 16) {
+    std::fill(offsets.begin(), offsets.end(), 0);
+    for (const std::uint64_t v : values) ++offsets[(v >> shift) & 0xffff];
+    if (std::find(offsets.begin(), offsets.end(), values.size()) != offsets.end()) continue;
+    std::size_t sum = 0;
+    for (std::size_t& o : offsets) sum += std::exchange(o, sum);
+    for (const std::uint64_t v : values) scratch[offsets[(v >> shift) & 0xffff]++] = v;
+    values.swap(scratch);
+  }
+  return static_cast<std::size_t>(std::unique(values.begin(), values.end()) - values.begin());
+}
 
 class SlotCounter {
  public:
@@ -82,8 +171,8 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
   SlotCounter slots;
 
   // Pass 1: the traced ops, and the frees with no alloc before them (a).
-  std::unordered_map<std::uint64_t, AddressState> addresses;
-  std::vector<std::size_t> sizes;  // of the traced allocs; distinct ones counted at the end
+  FlatTable<AddressState> addresses;
+  std::vector<std::uint64_t> sizes;  // of the traced allocs, to count distinct ones
   std::vector<ReplayOp> starting;
   std::vector<ReplayOp> traced;
   traced.reserve(trace.size());
@@ -128,9 +217,9 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
       if (b.state != BlockState::active_allocated) continue;
       add_bytes(plan.active_at_dump, b.requested_size,
                 [] { return "the snapshot's active bytes"; });
-      const auto it = addresses.find(b.address);
-      if (it != addresses.end() && it->second.allocated) continue;
-      if (it != addresses.end() && it->second.freed_unallocated) {
+      const AddressState* known = addresses.find(b.address);
+      if (known != nullptr && known->allocated) continue;
+      if (known != nullptr && known->freed_unallocated) {
         throw TraceFormatError("block " + hex(b.address) +
                                " is active at the dump but its only event is a free; the trace "
                                "contradicts the snapshot");
@@ -146,9 +235,7 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
   plan.traced_ops = traced.size();
   plan.allocations = slots.count();
   plan.linked = true;
-  std::sort(sizes.begin(), sizes.end());
-  plan.distinct_sizes =
-      static_cast<std::size_t>(std::unique(sizes.begin(), sizes.end()) - sizes.begin());
+  plan.distinct_sizes = count_distinct(sizes);
   if (starting.empty()) {
     plan.ops = std::move(traced);
   } else {

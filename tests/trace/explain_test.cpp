@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -310,6 +311,24 @@ TEST(Fit, ErrorsAndLimits) {
   ASSERT_TRUE(fit.fits);
   EXPECT_EQ(fit.capacity, 300 * MiB);  // the segments: 20 + 100 + 100 + 50 + 30
   EXPECT_NE(fit.explain().find("fits on 300.00 MiB"), std::string::npos) << fit.explain();
+}
+
+// distinct_sizes is counted by a radix sort; a set agrees, on sizes spread over all 64 bits.
+TEST(Replay, DistinctSizesAreCountedExactly) {
+  std::mt19937_64 rng(11);
+  for (const std::uint64_t mask :
+       {std::uint64_t{0xff}, std::uint64_t{0xffffffff}, ~std::uint64_t{0} >> 2}) {
+    TorchSnapshot s;
+    auto& t = s.device_traces.emplace_back();
+    std::set<std::uint64_t> sizes;
+    for (std::uint64_t i = 0; i < 20000; ++i) {
+      const std::uint64_t size = (rng() & mask) >> 8;  // small enough that live bytes fit
+      t.push_back(ev(TraceAction::alloc, i * 4096, size, 0));
+      t.push_back(ev(TraceAction::free_completed, i * 4096, size, 0));
+      sizes.insert(size);
+    }
+    EXPECT_EQ(build_replay_plan(s).distinct_sizes, sizes.size());
+  }
 }
 
 // Plans built by hand (no slots) replay exactly as the linked plans they stand for.

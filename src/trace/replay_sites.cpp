@@ -17,22 +17,38 @@ bool contains_any(std::string_view text, const auto& needles) {
                      [&](std::string_view n) { return text.find(n) != std::string_view::npos; });
 }
 
-std::string forward_slashes(std::string path) {
-  std::replace(path.begin(), path.end(), '\\', '/');
-  return path;
+// Windows paths (PyTorch on Windows records them) read as POSIX ones; copied only when needed.
+std::string forward_slashes(const std::string& path) {
+  std::string out = path;
+  std::replace(out.begin(), out.end(), '\\', '/');
+  return out;
 }
 
-// The frame to blame for a stack (innermost first): the first frame of user code; failing that
-// the first that is not interpreter or unwinder internals (a library call the user made);
-// failing that the innermost. Empty frame for an empty stack.
-TraceFrame site_of(const std::vector<TraceFrame>& frames) {
-  for (const TraceFrame& f : frames) {
-    if (!is_plumbing_frame(f)) return f;
+// The frame to blame for a stack: the first (innermost) frame of user code; failing that the
+// first that is not interpreter or unwinder internals (a library call the user made); failing
+// that the innermost. nullptr for an empty or unknown stack. Frames are looked at in place and
+// each frame is judged once (`plumbing`: -1 not yet, else the verdict): copying every stack's
+// frames (two strings each) cost more than the replay's own bookkeeping.
+const TraceFrame* site_of(const TraceStrings& strings, StackId stack,
+                          std::vector<std::int8_t>& plumbing) {
+  if (stack >= strings.stacks.size()) return nullptr;
+  const std::vector<std::uint32_t>& ids = strings.stacks[stack];
+  const auto frame = [&](std::uint32_t id) -> const TraceFrame* {
+    return id < strings.frames.size() ? &strings.frames[id] : nullptr;
+  };
+  for (const std::uint32_t id : ids) {
+    const TraceFrame* f = frame(id);
+    if (f == nullptr) continue;
+    if (plumbing[id] < 0) plumbing[id] = is_plumbing_frame(*f) ? 1 : 0;
+    if (plumbing[id] == 0) return f;
   }
-  for (const TraceFrame& f : frames) {
-    if (!is_plumbing_frame({"", f.line, f.name}) && !f.filename.empty()) return f;
+  for (const std::uint32_t id : ids) {
+    const TraceFrame* f = frame(id);
+    if (f != nullptr && !f->filename.empty() && !is_plumbing_frame({"", f->line, f->name})) {
+      return f;
+    }
   }
-  return frames.empty() ? TraceFrame{} : frames.front();
+  return ids.empty() ? nullptr : frame(ids.front());
 }
 
 }  // namespace
@@ -67,7 +83,9 @@ bool is_plumbing_frame(const TraceFrame& frame) {
   if (frame.name == "_start" || library_namespace || contains_any(frame.name, kInternalNames)) {
     return true;
   }
-  const std::string file = forward_slashes(frame.filename);
+  const bool windows = frame.filename.find('\\') != std::string::npos;
+  const std::string converted = windows ? forward_slashes(frame.filename) : std::string();
+  const std::string_view file = windows ? std::string_view(converted) : frame.filename;
   return file.ends_with(".so") || contains_any(file, kInternalFiles) ||
          contains_any(file, kLibraryFiles);
 }
@@ -106,8 +124,10 @@ void explain_with_trace(const TorchSnapshot& snapshot, const ReplayPlan& plan, R
 
   // Group the peak's live stacks by their site; the largest first.
   std::map<std::tuple<std::string, std::int64_t, std::string>, ReplaySite> sites;
+  std::vector<std::int8_t> plumbing(snapshot.strings.frames.size(), -1);
   for (const StackBytes& s : result.live_at_peak) {
-    const TraceFrame frame = site_of(snapshot.strings.stack_frames(s.stack));
+    const TraceFrame* found = site_of(snapshot.strings, s.stack, plumbing);
+    const TraceFrame frame = found != nullptr ? *found : TraceFrame{};
     ReplaySite& site = sites[{frame.filename, frame.line, frame.name}];
     site.frame = frame;
     site.bytes += s.bytes;

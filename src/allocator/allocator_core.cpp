@@ -562,7 +562,9 @@ void AllocatorCore::stop_recording() noexcept {
 void AllocatorCore::after_allocate(const Block& block, std::size_t requested) noexcept {
   if ((hooks_ & kHookWindows) != 0) windows_.observe(peak_counters());
   if ((hooks_ & kHookRecord) != 0) {
-    recorder_->record_alloc(block.address, requested, block.size, block.stream());
+    // Stacks start at our caller (the allocator's allocate()): the recorder's frames are noise.
+    recorder_->record_alloc(block.address, requested, block.size, block.stream(),
+                            reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
   }
 }
 

@@ -107,7 +107,8 @@ class AllocatorCore {
   // update after an allocation, events to record. Out of line, so the hot path stays small.
   enum Hook : unsigned { kHookWindows = 1U, kHookRecord = 2U };
   void update_hooks() noexcept;
-  // Cold and never inlined: inlined, the compiler hoists their loads above the hooks_ test.
+  // Cold and never inlined: inlined, the compiler hoists their loads above the hooks_ test
+  // (and after_allocate's return address is where recorded C++ stacks start).
   [[gnu::cold, gnu::noinline]] void after_allocate(const detail::Block& block,
                                                    std::size_t requested) noexcept;
   [[gnu::cold, gnu::noinline]] void record_free(const detail::Block& block) noexcept;

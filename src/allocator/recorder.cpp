@@ -69,9 +69,9 @@ void Recorder::record(TraceAction action, std::uint64_t addr, std::uint64_t size
 }
 
 void Recorder::record_alloc(std::uint64_t addr, std::uint64_t size, std::uint64_t rounded,
-                            StreamId stream) noexcept {
+                            StreamId stream, std::uintptr_t caller) noexcept {
   if (!active_) return;
-  const std::uint32_t stack = capture_stack();
+  const std::uint32_t stack = capture_stack(caller);
   if (stack != 0) {
     try {
       live_stacks_[addr] = stack;
@@ -98,15 +98,13 @@ void Recorder::record_completed(std::uint64_t addr, std::uint64_t size, std::uin
   record(TraceAction::free_completed, addr, size, rounded, stream);
 }
 
-std::uint32_t Recorder::capture_stack() noexcept {
+std::uint32_t Recorder::capture_stack(std::uintptr_t caller) noexcept {
   if (!options_.cpp_stacks && !options_.python_stacks) return 0;
   std::array<std::uintptr_t, kMaxCppFrames> pcs{};
   std::array<PythonFrame, kMaxPythonFrames> python{};
   std::size_t n_pcs = 0;
   std::size_t n_python = 0;
-  // Not shown: capture_stack(), record_alloc() and AllocatorCore::after_allocate().
-  constexpr std::size_t kRecorderFrames = 3;
-  if (options_.cpp_stacks) n_pcs = capture_cpp_stack(pcs.data(), pcs.size(), kRecorderFrames);
+  if (options_.cpp_stacks) n_pcs = capture_cpp_stack(pcs.data(), pcs.size(), caller);
   if (options_.python_stacks) {
     if (const PythonStackCollector collect = python_stack_collector()) {
       n_python = std::min(collect(python.data(), python.size()), python.size());

@@ -38,11 +38,11 @@ class Recorder {
   // An event with no stack; size and rounded as in TraceEvent.
   void record(TraceAction action, std::uint64_t addr, std::uint64_t size, std::uint64_t rounded,
               StreamId stream) noexcept;
-  // An alloc, with the caller's stack when stacks are on (remembered for the live block).
-  // Never inlined, like capture_stack() and AllocatorCore::after_allocate(): the C++ stack
-  // leaves out exactly these three frames and starts at the allocator's allocate().
-  [[gnu::noinline]] void record_alloc(std::uint64_t addr, std::uint64_t size, std::uint64_t rounded,
-                                      StreamId stream) noexcept;
+  // An alloc, with the caller's stack when stacks are on (remembered for the live block). The
+  // C++ stack starts at the return address `caller` (the allocator's allocate()), leaving out
+  // the recorder's own frames.
+  void record_alloc(std::uint64_t addr, std::uint64_t size, std::uint64_t rounded, StreamId stream,
+                    std::uintptr_t caller = 0) noexcept;
   // free_requested, and free_completed right after it when `completed` (no stream to wait for).
   void record_free(std::uint64_t addr, std::uint64_t size, std::uint64_t rounded, StreamId stream,
                    bool completed) noexcept;
@@ -75,7 +75,7 @@ class Recorder {
 
   void push(const RawEvent& event) noexcept;
   // 0 when stacks are off or none were found.
-  [[nodiscard, gnu::noinline]] std::uint32_t capture_stack() noexcept;
+  [[nodiscard]] std::uint32_t capture_stack(std::uintptr_t caller) noexcept;
 
   RecordingOptions options_;
   EventClock clock_;

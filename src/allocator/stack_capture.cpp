@@ -39,14 +39,21 @@ Backtrace unwinder() noexcept {
 
 // noinline: frame 0 of the unwinder's answer is then this function, which is skipped.
 __attribute__((noinline)) std::size_t capture_cpp_stack(std::uintptr_t* out, std::size_t capacity,
-                                                        std::size_t skip) noexcept {
-  constexpr std::size_t kMaxSkip = 8;
-  std::array<void*, kMaxCppFrames + 1 + kMaxSkip> frames{};
-  skip = std::min(skip, kMaxSkip);
-  const int n = unwinder()(frames.data(), static_cast<int>(kMaxCppFrames + 1 + skip));
+                                                        std::uintptr_t start) noexcept {
+  constexpr std::size_t kMaxInner = 8;  // frames looked through for `start`
+  std::array<void*, kMaxCppFrames + 1 + kMaxInner> frames{};
+  const int got = unwinder()(frames.data(), static_cast<int>(frames.size()));
+  const std::size_t n = got > 0 ? static_cast<std::size_t>(got) : 0;
+  std::size_t first = 1;
+  for (std::size_t i = 1; start != 0 && i < n && i <= kMaxInner; ++i) {
+    if (reinterpret_cast<std::uintptr_t>(frames[i]) == start) {
+      first = i;
+      break;
+    }
+  }
   std::size_t written = 0;
-  for (int i = 1 + static_cast<int>(skip); i < n && written < capacity; ++i) {
-    out[written++] = reinterpret_cast<std::uintptr_t>(frames[static_cast<std::size_t>(i)]);
+  for (std::size_t i = first; i < n && written < capacity; ++i) {
+    out[written++] = reinterpret_cast<std::uintptr_t>(frames[i]);
   }
   return written;
 }

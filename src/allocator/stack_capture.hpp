@@ -12,10 +12,12 @@ namespace memscope::detail {
 // The deepest C++ stack kept per allocation (innermost frames win).
 inline constexpr std::size_t kMaxCppFrames = 48;
 
-// Writes the caller's return addresses, innermost first, into out[0..capacity), leaving out this
-// function's own frame and the `skip` frames above it; returns how many. Never throws.
+// Writes the caller's return addresses, innermost first, into out[0..capacity), starting at
+// `start` (a return address of the stack: the frames inside it are left out; counting frames
+// instead would depend on what the optimiser inlined), or after this function's own frame when
+// `start` is 0 or not found. Returns how many. Never throws.
 std::size_t capture_cpp_stack(std::uintptr_t* out, std::size_t capacity,
-                              std::size_t skip = 0) noexcept;
+                              std::uintptr_t start = 0) noexcept;
 
 // Loads the unwinder now (libunwind, or libgcc_s for glibc's backtrace(), is dlopen()ed on
 // first use), so no recorded event pays for it.

@@ -1,6 +1,8 @@
 // Interned trace tags and the thread-local current one (trace_tag.hpp).
 #include "memscope/trace_tag.hpp"
 
+#include <pthread.h>
+
 #include <functional>
 #include <mutex>
 #include <string>
@@ -24,9 +26,26 @@ struct TagTable {
 
 TagTable& tag_table() {
   // Never destroyed: tags must stay valid while threads with static storage still record.
-  static auto* const table = new TagTable;
+  // fork(): a child forked while another thread interns would find the mutex held forever, so
+  // the forking thread holds it across fork(). The handlers are registered while the library
+  // loads (below), before the tracker's, whose lock is taken first (stages intern under it):
+  // pthread_atfork runs prepare handlers in reverse order of registration.
+  static auto* const table = [] {
+    auto* t = new TagTable;
+    pthread_atfork([] { tag_table().mutex.lock(); }, [] { tag_table().mutex.unlock(); },
+                   [] { tag_table().mutex.unlock(); });
+    return t;
+  }();
   return *table;
 }
+
+[[maybe_unused]] const bool kTagForkHandlersRegistered = [] {
+  try {
+    (void)tag_table();
+  } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory while loading; first use retries
+  }
+  return true;
+}();
 
 // initial-exec: read on every recorded event, and in a shared object (the Python extension)
 // the default model would make each read a call to __tls_get_addr. Eight bytes of the static

@@ -2,8 +2,11 @@
 // sequences with their fields, the ring, a randomized sequence whose events rebuild the live
 // set and the segments, stacks, tags from the tracker, configuration, and threads.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -360,10 +363,16 @@ TEST(Recording, CppStacksNameTheCallingFunction) {
   std::string names;
   for (const TraceFrame& f : frames) names += "\n  " + f.name + " (" + f.filename + ")";
   EXPECT_TRUE(named) << "frames:" << names;
-  // The recorder's own frames are left out: the stack starts in the allocator's allocate()
-  // (AllocatorCore's, or CachingAllocator's where the optimiser inlined the core into it).
-  EXPECT_NE(frames.at(0).name.find("Allocator"), std::string::npos) << names;
-  EXPECT_NE(frames.at(0).name.find("::allocate("), std::string::npos) << names;
+  // The recorder's own frames are left out: the stack starts in the allocator's allocate().
+  for (const TraceFrame& f : frames) {
+    EXPECT_EQ(f.name.find("Recorder"), std::string::npos) << names;
+    EXPECT_EQ(f.name.find("after_allocate"), std::string::npos) << names;
+    EXPECT_EQ(f.name.find("capture"), std::string::npos) << names;
+  }
+  // (Its first frame may be unnamed: the call sits in the cold part of AllocatorCore::allocate,
+  // a local symbol dladdr() does not see; it is then named by its offset.)
+  const std::string& first = frames.at(0).name;
+  EXPECT_TRUE(first.find("allocate") != std::string::npos || first.starts_with("+0x")) << names;
   // The same call site twice: the same interned stack... except for the return address in
   // this test, so only the inner frames are shared; and the live blocks carry their stacks.
   std::size_t with_stack = 0;
@@ -454,6 +463,33 @@ TEST(Recording, TrackerImplicitInitTagsUntilTheFirstStage) {
     if (e.action == A::alloc) tags.push_back(snap.strings.tags.at(e.tag));
   }
   EXPECT_EQ(tags, (std::vector<std::string>{"init", "train"}));
+}
+
+// Regression: a child forked while another thread interned a tag found the tag table's mutex
+// held forever, and its first stage (or TraceTagScope) hung.
+TEST(Recording, TagsCanBeInternedInAChildForkedWhileAnotherThreadInterns) {
+  std::atomic<bool> stop{false};
+  std::thread interner([&stop] {
+    for (std::uint64_t i = 0; !stop.load(std::memory_order_relaxed); ++i) {
+      (void)intern_trace_tag("tag" + std::to_string(i % 50));
+    }
+  });
+  int hung = 0;
+  for (int i = 0; i < 200; ++i) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      ::alarm(5);  // a deadlocked child dies of SIGALRM
+      const TraceTagScope scope("child" + std::to_string(i % 7));
+      ::_exit(current_trace_tag() != nullptr ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++hung;
+  }
+  stop = true;
+  interner.join();
+  EXPECT_EQ(hung, 0);
 }
 
 TEST(Recording, ConfigurationStartsRecording) {

@@ -29,10 +29,11 @@ std::string hex(std::uint64_t value) {
 // Byte totals stay within what every consumer can hold (int64 statistics, signed arithmetic):
 // a trace whose live bytes pass 2^63 - 1 is not a real device's, and says so.
 // `what` names the total, built only when it is needed.
+constexpr auto kMaxBytes = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
+
 template <class What>
 void add_bytes(std::size_t& total, std::size_t amount, What&& what) {
-  constexpr auto kMax = static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max());
-  if (amount > kMax - std::min(total, kMax)) {
+  if (amount > kMaxBytes - std::min(total, kMaxBytes)) {
     throw TraceFormatError(std::string(what()) + " passes 2^63 - 1 bytes (" +
                            std::to_string(total) + " + " + std::to_string(amount) +
                            "); no device holds that much");
@@ -249,7 +250,10 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
     if (op.is_free) {
       now -= op.size;  // slots pair each free with its alloc, so this never wraps
     } else {
-      add_bytes(now, op.size, [&] { return "live bytes at the alloc of " + hex(op.addr); });
+      if (op.size > kMaxBytes - now) [[unlikely]] {  // add_bytes() says why, out of the loop
+        add_bytes(now, op.size, [&] { return "live bytes at the alloc of " + hex(op.addr); });
+      }
+      now += op.size;
       if (now > plan.peak_live) {
         plan.peak_live = now;
         plan.peak_live_op = i;

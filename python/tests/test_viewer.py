@@ -70,7 +70,7 @@ def _workload(allocator: memscope.Allocator, seed: int) -> None:
         allocator.free(address)
 
 
-def _record(spec: str, folder: Path, seed: int) -> bytes:
+def _record(spec: str, folder: Path, seed: int) -> dict[str, Path]:
     allocator = memscope.Allocator(spec, config="")
     if not hasattr(allocator, "start_recording") or not hasattr(allocator, "dump_snapshot"):
         pytest.skip("memscope.Allocator.start_recording()/dump_snapshot() are not bound yet")
@@ -79,15 +79,23 @@ def _record(spec: str, folder: Path, seed: int) -> bytes:
     allocator.start_recording(stacks="all" if spec == "host" else "python")
     _workload(allocator, seed)
     allocator.free(before[0])
-    path = folder / f"{spec.replace(':', '_')}.pickle"
-    allocator.dump_snapshot(str(path))
-    return path.read_bytes()
+    allocator.stop_recording()
+    paths = {kind: folder / f"{spec.replace(':', '_')}.{kind}" for kind in ("pickle", "json")}
+    for path in paths.values():
+        allocator.dump_snapshot(str(path))
+    return paths
 
 
 @pytest.fixture(scope="module", params=["host", "sim:2GiB"])
-def recorded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    """The pickle memscope wrote for a recorded workload, per backend."""
+def recording(request: pytest.FixtureRequest,
+              tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The pickle and the JSON memscope wrote for a recorded workload, per backend."""
     return _record(request.param, tmp_path_factory.mktemp("viewer"), seed=5)
+
+
+@pytest.fixture(scope="module")
+def recorded(recording: dict[str, Path]) -> bytes:
+    return recording["pickle"].read_bytes()
 
 
 def _lines(text: str) -> str:
@@ -117,6 +125,25 @@ def test_pickle_loads_it_and_it_has_torchs_shape(recorded: bytes) -> None:
         for e in trace:
             assert ("device_free" in e) == (e["action"] == "oom")
             assert ("addr" in e) != (e["action"] == "oom")
+
+
+def test_json_is_the_same_snapshot(recording: dict[str, Path]) -> None:
+    data = json.loads(json.dumps(pickle.loads(recording["pickle"].read_bytes())))  # no tuples
+    from_json = json.loads(recording["json"].read_text(encoding="utf-8"))
+    # Each dump converts the recorder's clock to microseconds afresh, so one dump's times may
+    # differ from another's by 1 (the rounding); everything else is the same.
+    for ours, theirs in zip(data["device_traces"], from_json["device_traces"], strict=True):
+        for a, b in zip(ours, theirs, strict=True):
+            assert abs(a.pop("time_us") - b.pop("time_us")) <= 1
+    assert from_json == data
+
+
+def test_memscope_reads_back_what_it_wrote(recording: dict[str, Path]) -> None:
+    data = pickle.loads(recording["pickle"].read_bytes())
+    for path in recording.values():
+        trace = memscope.load_trace(str(path))
+        assert trace.segments == len(data["segments"])
+        assert trace.events == [len(t) for t in data["device_traces"]]
 
 
 def test_segsum_memory_and_segments_summaries(recorded: bytes) -> None:

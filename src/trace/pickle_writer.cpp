@@ -41,42 +41,59 @@ void append_utf8(std::string& out, std::uint32_t cp) {
 
 }  // namespace
 
-// `text` with every byte that does not start a valid UTF-8 sequence (overlong forms and
-// surrogates included) replaced by U+FFFD, one per byte.
-std::string valid_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t n = 0;
-    std::uint32_t cp = 0;
-    std::uint32_t min = 0;
-    if (c < 0x80) {
-      out += static_cast<char>(c);
+namespace {
+
+// The length of the valid UTF-8 sequence at text[i] (1 to 4), or 0 when the byte there does not
+// begin one (overlong forms, surrogates and code points past U+10FFFF included).
+std::size_t sequence_at(std::string_view text, std::size_t i) {
+  const auto c = static_cast<unsigned char>(text[i]);
+  if (c < 0x80) return 1;
+  std::size_t n = 0;
+  std::uint32_t cp = 0;
+  std::uint32_t min = 0;
+  if ((c & 0xE0) == 0xC0) {
+    n = 1, cp = c & 0x1F, min = 0x80;
+  } else if ((c & 0xF0) == 0xE0) {
+    n = 2, cp = c & 0x0F, min = 0x800;
+  } else if ((c & 0xF8) == 0xF0) {
+    n = 3, cp = c & 0x07, min = 0x10000;
+  }
+  if (n == 0 || i + n >= text.size()) return 0;  // not a lead byte, or cut short
+  for (std::size_t k = 1; k <= n; ++k) {
+    const auto cc = static_cast<unsigned char>(text[i + k]);
+    if ((cc & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (cc & 0x3F);
+  }
+  const bool ok = cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+  return ok ? n + 1 : 0;
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view text) {
+  for (std::size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {  // the common case, byte by byte
       ++i;
       continue;
     }
-    if ((c & 0xE0) == 0xC0) {
-      n = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      n = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      n = 3, cp = c & 0x07, min = 0x10000;
-    }
-    bool ok = n > 0 && i + n < text.size();
-    for (std::size_t k = 1; ok && k <= n; ++k) {
-      const auto cc = static_cast<unsigned char>(text[i + k]);
-      ok = (cc & 0xC0) == 0x80;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    ok = ok && cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-    if (ok) {
-      out.append(text.substr(i, n + 1));
-      i += n + 1;
-    } else {
+    const std::size_t n = sequence_at(text, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size();) {
+    const std::size_t n = sequence_at(text, i);
+    if (n == 0) {
       append_utf8(out, kReplacement);
       ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
     }
   }
   return out;
@@ -92,11 +109,13 @@ PickleWriter::PickleWriter(int protocol) : protocol_(protocol) {
   out_.push_back(static_cast<char>(protocol));  // before the first frame, as Python writes it
 }
 
+void PickleWriter::open_frame() {
+  frame_start_ = static_cast<std::ptrdiff_t>(out_.size());
+  out_.append(kFrameHeader, '\0');  // filled in by commit_frame()
+}
+
 void PickleWriter::put(const void* data, std::size_t size) {
-  if (protocol_ >= 4 && frame_start_ < 0) {
-    frame_start_ = static_cast<std::ptrdiff_t>(out_.size());
-    out_.append(kFrameHeader, '\0');  // filled in by commit_frame()
-  }
+  if (protocol_ >= 4 && frame_start_ < 0) open_frame();
   out_.append(static_cast<const char*>(data), size);
 }
 
@@ -257,12 +276,41 @@ void PickleWriter::big_payload(std::string_view header, std::string_view payload
 }
 
 void PickleWriter::text(std::string_view value) {
-  std::string utf8 = valid_utf8(value);
+  (void)text_index(value);
+}
+
+void PickleWriter::literal(const char* value) {
+  auto& slot =
+      literal_cache_[(reinterpret_cast<std::uintptr_t>(value) >> 3) % literal_cache_.size()];
+  if (slot.first == value) {
+    before_value();
+    get(slot.second);
+    after_value();
+    return;
+  }
+  const auto it = literals_.find(value);
+  if (it != literals_.end()) {
+    before_value();
+    get(it->second);
+    after_value();
+  } else {
+    literals_.emplace(value, text_index(value));
+  }
+  slot = {value, literals_.at(value)};
+}
+
+std::uint32_t PickleWriter::text_index(std::string_view value) {
+  std::string fixed;
+  std::string_view utf8 = value;
+  if (!is_valid_utf8(value)) {
+    fixed = valid_utf8(value);
+    utf8 = fixed;
+  }
   before_value();
   if (const auto it = strings_.find(utf8); it != strings_.end()) {
     get(it->second);
     after_value();
-    return;
+    return it->second;
   }
   const std::size_t n = utf8.size();
   if (protocol_ >= 4 && n <= 0xFF) {
@@ -283,8 +331,9 @@ void PickleWriter::text(std::string_view value) {
   }
   std::uint32_t index = 0;
   memoize(&index);
-  strings_.emplace(std::move(utf8), index);
+  strings_.emplace(std::string(utf8), index);
   after_value();
+  return index;
 }
 
 void PickleWriter::pair(std::int64_t a, std::int64_t b) {
@@ -297,17 +346,19 @@ void PickleWriter::pair(std::int64_t a, std::int64_t b) {
   after_value();
 }
 
-bool PickleWriter::fetch(std::uint64_t key) {
-  const auto it = shared_.find(key);
-  if (it == shared_.end()) return false;
+bool PickleWriter::fetch(unsigned kind, std::uint32_t id) {
+  const std::vector<std::uint32_t>& known = shared_.at(kind);
+  if (id >= known.size() || known[id] == 0) return false;
   before_value();
-  get(it->second);
+  get(known[id] - 1);
   after_value();
   return true;
 }
 
-void PickleWriter::share(std::uint64_t key) {
-  pending_share_ = key;
+void PickleWriter::share(unsigned kind, std::uint32_t id) {
+  if (kind >= shared_.size()) throw UsageError("PickleWriter::share: kind 0 to 3");
+  pending_kind_ = kind;
+  pending_id_ = id;
   has_pending_share_ = true;
 }
 
@@ -317,7 +368,9 @@ void PickleWriter::begin_container(std::size_t values, bool dict) {
   std::uint32_t index = 0;
   memoize(&index);
   if (has_pending_share_) {
-    shared_.emplace(pending_share_, index);
+    std::vector<std::uint32_t>& known = shared_[pending_kind_];
+    if (pending_id_ >= known.size()) known.resize(std::size_t{pending_id_} + 1, 0);
+    known[pending_id_] = index + 1;
     has_pending_share_ = false;
   }
   if (values == 0) {

@@ -23,8 +23,8 @@
 namespace memscope {
 namespace {
 
-constexpr std::uint64_t kFrameKey = 1ULL << 62;  // shared-object keys: frames and stacks
-constexpr std::uint64_t kStackKey = 2ULL << 62;
+constexpr unsigned kFrames = 0;  // kinds of shared containers: a frame dict, a stack list
+constexpr unsigned kStacks = 1;
 constexpr std::int64_t kMaxDevices = 1 << 16;  // device_traces gets one list per device
 
 template <class Sink>
@@ -35,10 +35,10 @@ class SnapshotEmitter {
   void snapshot() {
     const bool settings = !s_.settings.empty();
     out_.begin_dict(settings ? 3 : 2);
-    out_.text("segments");
+    out_.literal("segments");
     out_.begin_list(s_.segments.size());
     for (std::size_t i = 0; i < s_.segments.size(); ++i) segment(i);
-    out_.text("device_traces");
+    out_.literal("device_traces");
     const std::size_t devices = device_count();
     out_.begin_list(devices);
     for (std::size_t d = 0; d < devices; ++d) {
@@ -47,7 +47,7 @@ class SnapshotEmitter {
       for (std::size_t i = 0; i < n; ++i) event(d, i);
     }
     if (settings) {
-      out_.text("allocator_settings");
+      out_.literal("allocator_settings");
       out_.begin_dict(1);
       text("MEMSCOPE_ALLOC_CONF", s_.settings);
     }
@@ -76,22 +76,22 @@ class SnapshotEmitter {
   // `where()` names the referring field in an error; built only then.
   template <class Where>
   void frames(StackId id, const Where& where) {
-    if (out_.fetch(kStackKey | id)) return;
+    if (out_.fetch(kStacks, id)) return;
     if (id >= s_.strings.stacks.size()) {
       fail(where(), "stack " + std::to_string(id) + " is not in the snapshot's " +
                         std::to_string(s_.strings.stacks.size()) + " stacks");
     }
     const std::vector<std::uint32_t>& stack = s_.strings.stacks[id];
-    out_.share(kStackKey | id);
+    out_.share(kStacks, id);
     out_.begin_list(stack.size());
     for (const std::uint32_t f : stack) {
-      if (out_.fetch(kFrameKey | f)) continue;
+      if (out_.fetch(kFrames, f)) continue;
       if (f >= s_.strings.frames.size()) {
         fail(where(), "stack " + std::to_string(id) + " names frame " + std::to_string(f) + " of " +
                           std::to_string(s_.strings.frames.size()));
       }
       const TraceFrame& frame = s_.strings.frames[f];
-      out_.share(kFrameKey | f);
+      out_.share(kFrames, f);
       out_.begin_dict(3);  // in torch's order
       text("name", frame.name);
       text("filename", frame.filename);
@@ -111,14 +111,14 @@ class SnapshotEmitter {
     natural("active_size", info.active_size);
     natural("requested_size", info.requested_size);
     natural("stream", info.stream);
-    text("segment_type", info.small_pool ? "small" : "large");
-    out_.text("segment_pool_id");
+    literal("segment_type", info.small_pool ? "small" : "large");
+    out_.literal("segment_pool_id");
     out_.pair(0, 0);
-    out_.text("is_expandable");
+    out_.literal("is_expandable");
     out_.boolean(seg.is_expandable);
-    out_.text("frames");
+    out_.literal("frames");
     frames(0, [&] { return where() + ".frames"; });
-    out_.text("blocks");
+    out_.literal("blocks");
     out_.begin_list(info.blocks.size());
     for (std::size_t b = 0; b < info.blocks.size(); ++b) {
       const BlockInfo& block = info.blocks[b];
@@ -126,8 +126,8 @@ class SnapshotEmitter {
       natural("address", block.address);
       natural("size", block.size);
       natural("requested_size", block.requested_size);
-      text("state", to_string(block.state));
-      out_.text("frames");
+      literal("state", to_string(block.state));
+      out_.literal("frames");
       const StackId stack = b < seg.block_stacks.size() ? seg.block_stacks[b] : 0;
       frames(stack, [&] { return where() + ".blocks[" + std::to_string(b) + "]"; });
     }
@@ -145,35 +145,47 @@ class SnapshotEmitter {
     const bool rounded = e.rounded_size != 0;
     const bool tagged = e.tag != 0;
     out_.begin_dict(std::size_t{6} + (rounded ? 1U : 0U) + (tagged ? 1U : 0U));
-    text("action", to_string(e.action));
+    literal("action", to_string(e.action));
     // PyTorch names an OOM event's addr field device_free (the bytes the device had free).
-    out_.text(e.action == TraceAction::oom ? "device_free" : "addr");
+    out_.literal(e.action == TraceAction::oom ? "device_free" : "addr");
     out_.natural(e.addr);
     natural("size", e.size);
     natural("stream", e.stream);
     integer("time_us", e.time_us);
     if (tagged) text("user_metadata", s_.strings.tags[e.tag]);  // torch's place for it
-    out_.text("frames");
+    out_.literal("frames");
     frames(e.stack, [&] { return where() + ".stack"; });
     if (rounded) natural("rounded_size", e.rounded_size);
   }
 
   void text(const char* key, std::string_view value) {
-    out_.text(key);
+    out_.literal(key);
     out_.text(value);
   }
+  void literal(const char* key, const char* value) {
+    out_.literal(key);
+    out_.literal(value);
+  }
   void natural(const char* key, std::uint64_t value) {
-    out_.text(key);
+    out_.literal(key);
     out_.natural(value);
   }
   void integer(const char* key, std::int64_t value) {
-    out_.text(key);
+    out_.literal(key);
     out_.integer(value);
   }
 
   const TorchSnapshot& s_;
   Sink& out_;
 };
+
+// About the size of the pickle, to reserve it at once rather than regrow a large string.
+std::size_t snapshot_bytes(const TorchSnapshot& snapshot) {
+  std::size_t bytes = 4096;
+  for (const auto& trace : snapshot.device_traces) bytes += 64 * trace.size();
+  for (const auto& seg : snapshot.segments) bytes += 48 * seg.info.blocks.size();
+  return bytes;
+}
 
 bool has_json_extension(const std::filesystem::path& path) {
   std::string ext = path.extension().string();
@@ -186,12 +198,14 @@ bool has_json_extension(const std::filesystem::path& path) {
 
 std::string torch_snapshot_pickle(const TorchSnapshot& snapshot, int protocol) {
   detail::PickleWriter out(protocol);
+  out.reserve(snapshot_bytes(snapshot));
   SnapshotEmitter<detail::PickleWriter>(snapshot, out).snapshot();
   return out.finish();
 }
 
 std::string torch_snapshot_json(const TorchSnapshot& snapshot) {
   detail::JsonWriter out;
+  out.reserve(snapshot_bytes(snapshot) * 8);  // JSON repeats the frames the pickle shares
   SnapshotEmitter<detail::JsonWriter>(snapshot, out).snapshot();
   return out.finish();
 }

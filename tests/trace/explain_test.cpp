@@ -168,6 +168,25 @@ TEST(Explain, ATraceWithoutSegments) {
   EXPECT_EQ(r.top_sites[0].where(), "<no frames>");
 }
 
+// The same through RMM's own log format (read_rmm_log), with a recorded failed allocation.
+TEST(Explain, AnRmmLog) {
+  const TorchSnapshot s = read_rmm_log(
+      "Thread,Time,Action,Pointer,Size,Stream\n"
+      "1,10:00:00.000010,allocate,0x2000,33554432,0x0\n"
+      "1,10:00:00.000020,free,0x1000,67108864,0x0\n"
+      "1,10:00:00.000030,allocate,0x1000,16777216,0x0\n"
+      "1,10:00:00.000040,allocate failure,0x0,1073741824,0x0\n"
+      "1,10:00:00.000050,free,0x2000,33554432,0x0\n",
+      "rmm.csv");
+  EXPECT_TRUE(s.segments.empty());
+  const ReplayResult r = replay_trace(s);
+  EXPECT_EQ(r.peak_requested, static_cast<std::int64_t>(96 * MiB));
+  EXPECT_EQ(r.peak.event, 0U);
+  EXPECT_EQ(r.peak.time_us - r.trace_start_us, 0);
+  EXPECT_EQ(r.num_ooms, 0);  // the recorded failure is not an allocation to replay
+  EXPECT_EQ(r.final_stats.requested_bytes[0].current, static_cast<std::int64_t>(16 * MiB));
+}
+
 TEST(Explain, EachDeviceOnItsOwn) {
   TorchSnapshot s = known_trace();
   s.device_traces.emplace_back();  // device 1 recorded nothing

@@ -165,7 +165,10 @@ def test_trace_text_names_every_event(recorded: bytes) -> None:
     text = viz.trace(data)
     events = data["device_traces"][0]
     assert f"{len(events)} entries" in text
-    count = lambda action: sum(e["action"] == action for e in events)  # noqa: E731
+
+    def count(action: str) -> int:
+        return sum(e["action"] == action for e in events)
+
     assert text.count("= cudaMalloc(") == count("segment_alloc")
     assert text.count("raise OutOfMemoryError") == count("oom")
     # memscope's own action is printed as the event itself, not mistaken for another.
@@ -178,7 +181,9 @@ def test_html_plots_embed_the_snapshot(recorded: bytes, plot: str,
     viz = _viz()
     data = pickle.loads(recorded)
     page = getattr(viz, plot)(copy.deepcopy(data))
-    payload = json.loads(re.search(r"const local_files = (\[.*?\])\n", page).group(1))
+    embedded = re.search(r"const local_files = (\[.*?\])\n", page)
+    assert embedded, "the page's layout changed"
+    payload = json.loads(embedded.group(1))
     assert pickle.loads(base64.b64decode(payload[0]["base64"])) == data
     if plot == "trace_plot":  # pairs every free_requested with its free_completed, or prints
         viz.trace_plot(copy.deepcopy(data), filter_freed=True)
@@ -262,7 +267,8 @@ def _page_for(raw: bytes, view: str) -> str:
     viz = _viz()
     padded = raw + b"\0" * (3 - len(raw) % 3)  # as _memory_viz pads before base64
     files = json.dumps([{"name": "snapshot.pickle", "base64": base64.b64encode(padded).decode()}])
-    return viz._memory_viz_template.replace("$VIZ_KIND", repr(view)).replace("$SNAPSHOT", files)
+    template: str = viz._memory_viz_template
+    return template.replace("$VIZ_KIND", repr(view)).replace("$SNAPSHOT", files)
 
 
 def _stub_result(dom: str) -> str:

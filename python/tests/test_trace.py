@@ -148,3 +148,19 @@ def test_a_recording_replays_and_names_the_python_code_that_allocated() -> None:
     assert top.filename.endswith("test_trace.py")
     this_test = "test_a_recording_replays_and_names_the_python_code_that_allocated"
     assert r.top_sites[1].name == this_test
+
+
+def test_a_dumped_recording_loads_and_replays_the_same(tmp_path: Path) -> None:
+    alloc = memscope.Allocator("sim:8GiB", config="")
+    alloc.start_recording()
+    kept = [alloc.alloc((i % 7 + 1) * MiB) for i in range(40)]
+    for p in kept[::2]:
+        alloc.free(p)
+    direct = alloc.recorded_snapshot().replay(capacity="1GiB")
+    for name in ["snap.pickle", "snap.json"]:
+        alloc.dump_snapshot(tmp_path / name)
+        loaded = memscope.load_trace(tmp_path / name).replay(capacity="1GiB")
+        assert (loaded.peak_reserved, loaded.peak_live, loaded.peak.op) == (
+            direct.peak_reserved, direct.peak_live, direct.peak.op)
+    for p in kept[1::2]:
+        alloc.free(p)

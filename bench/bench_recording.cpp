@@ -24,7 +24,6 @@
 namespace {
 
 using memscope::CachingAllocator;
-using memscope::RecordingOptions;
 
 double cpu_seconds() {
   timespec t{};
@@ -64,8 +63,8 @@ int main(int argc, char** argv) {
   const auto allocator = memscope::bench::make_allocator("host");
   std::vector<Mode> modes = {{"off", false, false, 0},
                              {"events", true, false, 0},
-                             {"cpp stacks, depth 10", true, true, 0},
-                             {"cpp stacks, depth 40", true, true, 30}};
+                             {"cpp stacks, ~7 frames", true, true, 0},
+                             {"cpp stacks, ~37 frames", true, true, 30}};
   for (int r = 0; r < rounds; ++r) {
     for (Mode& m : modes) {
       if (m.record) {
@@ -88,9 +87,9 @@ int main(int argc, char** argv) {
     std::printf("  %-22s %7.1f ns per pair  (%.2fx off)\n", m.name, m.best, m.best / off);
   }
   std::printf("recording, no stacks:   %6.1f ns per event\n", (events - off) / 3.0);
-  std::printf("C++ stack, depth ~10:   %6.1f ns per alloc event (beyond the event itself)\n",
+  std::printf("C++ stack, ~7 frames:   %6.1f ns per alloc event (beyond the event itself)\n",
               modes[2].best - events);
-  std::printf("C++ stack, depth ~40:   %6.1f ns per alloc event (beyond the event itself)\n",
+  std::printf("C++ stack, ~37 frames:  %6.1f ns per alloc event (beyond the event itself)\n",
               modes[3].best - events);
   return 0;
 }

@@ -5,7 +5,14 @@ alloc only, so "per stack" = pair with stacks - pair without.
 
     PYTHONPATH=<build>/python python3 bench/recording_python.py [depth]
 
-depth: Python frames above the allocation (default 10). Results: docs/benchmarks.md, "Recording".
+depth: Python frames above the allocation (default 10). Timings on a busy machine wander, so
+there is also a mode for counting instructions: run one mode for n pairs, under callgrind, for
+two n, and divide the difference by the difference in pairs:
+
+    valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p python3 \
+        bench/recording_python.py --count <off|none|python|cpp|all> <pairs> [depth]
+
+Results: docs/benchmarks.md, "Recording".
 """
 
 from __future__ import annotations
@@ -25,7 +32,25 @@ def at_depth(depth: int, fn):  # type: ignore[no-untyped-def]
     return at_depth(depth - 1, fn)
 
 
+def count(mode: str, pairs: int, depth: int) -> None:
+    a = memscope.Allocator("sim:8GiB", config="")
+    if mode != "off":
+        a.start_recording(max_entries=100000, stacks=mode)
+        for _ in range(34000):  # fill the ring first: the counted pairs overwrite
+            a.free(a.alloc(4096))
+    a.free(a.alloc(4096))
+
+    def loop() -> None:
+        for _ in range(pairs):
+            a.free(a.alloc(4096))
+
+    at_depth(depth, loop)
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--count":
+        count(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else 10)
+        return
     depth = int(sys.argv[1]) if len(sys.argv) > 1 else 10
     a = memscope.Allocator("sim:8GiB", config="")
     a.free(a.alloc(4096))

@@ -39,13 +39,15 @@ TagTable& tag_table() {
   return *table;
 }
 
-[[maybe_unused]] const bool kTagForkHandlersRegistered = [] {
+bool register_tag_fork_handlers() noexcept {
   try {
     (void)tag_table();
   } catch (...) {  // NOLINT(bugprone-empty-catch): out of memory while loading; first use retries
   }
   return true;
-}();
+}
+
+[[maybe_unused]] const bool kTagForkHandlersRegistered = register_tag_fork_handlers();
 
 // initial-exec: read on every recorded event, and in a shared object (the Python extension)
 // the default model would make each read a call to __tls_get_addr. Eight bytes of the static

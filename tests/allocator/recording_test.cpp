@@ -53,6 +53,7 @@ const std::vector<TraceEvent>& events_of(const TorchSnapshot& s) {
 
 std::vector<TraceAction> actions(const std::vector<TraceEvent>& events) {
   std::vector<TraceAction> out;
+  out.reserve(events.size());
   for (const TraceEvent& e : events) out.push_back(e.action);
   return out;
 }
@@ -531,6 +532,7 @@ TEST(Recording, ThreadsRecordEveryEventWithTheirOwnTags) {
   constexpr int kThreads = 4;
   constexpr int kPairs = 2000;
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&allocator, t] {
       const TraceTagScope tag("thread" + std::to_string(t));

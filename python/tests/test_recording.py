@@ -46,6 +46,21 @@ def test_start_stop_and_the_events(tmp_path: Path) -> None:
     assert all(e["frames"] == [] for e in events)
 
 
+def test_recorded_snapshot_is_a_trace() -> None:
+    a = memscope.Allocator("sim:8GiB", config="record_history:4")
+    for _ in range(3):
+        a.free(a.alloc(4096))
+    keep = a.alloc(2 << 20)  # large pool: a segment of its own
+    trace = a.recorded_snapshot()
+    assert isinstance(trace, memscope.Trace)
+    assert trace.events == [4]
+    # of a segment_alloc, 3 x (alloc, free_requested, free_completed), segment_alloc, alloc
+    assert trace.dropped_events == 1 + 3 * 3 + 2 - 4
+    assert trace.segments == 2
+    assert trace.settings == "record_history:4"
+    a.free(keep)
+
+
 def test_arguments_are_checked() -> None:
     a = memscope.Allocator("sim:1GiB", config="")
     with pytest.raises(ValueError, match="stacks"):

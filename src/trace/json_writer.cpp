@@ -4,8 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "common/utf8.hpp"
 #include "memscope/errors.hpp"
-#include "trace/pickle_writer.hpp"
 
 namespace memscope::detail {
 

@@ -5,99 +5,23 @@
 
 #include <string>
 
+#include "common/utf8.hpp"
 #include "memscope/errors.hpp"
 #include "trace/pickle_opcodes.hpp"
 
 namespace memscope::detail {
 namespace {
 
-constexpr std::size_t kBatch = 1000;            // items per MARK ... APPENDS/SETITEMS
-constexpr std::size_t kFrameTarget = 65536;     // a frame closes once it holds 64 KiB
-constexpr std::size_t kFrameMin = 4;            // smaller frames are written unframed
-constexpr std::size_t kFrameHeader = 9;         // FRAME + 8-byte length
-constexpr std::uint32_t kReplacement = 0xFFFD;  // for invalid UTF-8
+constexpr std::size_t kBatch = 1000;         // items per MARK ... APPENDS/SETITEMS
+constexpr std::size_t kFrameTarget = 65536;  // a frame closes once it holds 64 KiB
+constexpr std::size_t kFrameMin = 4;         // smaller frames are written unframed
+constexpr std::size_t kFrameHeader = 9;      // FRAME + 8-byte length
 
 std::uint8_t op(Op o) {
   return static_cast<std::uint8_t>(o);
 }
 
-void append_utf8(std::string& out, std::uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 }  // namespace
-
-namespace {
-
-// The length of the valid UTF-8 sequence at text[i] (1 to 4), or 0 when the byte there does not
-// begin one (overlong forms, surrogates and code points past U+10FFFF included).
-std::size_t sequence_at(std::string_view text, std::size_t i) {
-  const auto c = static_cast<unsigned char>(text[i]);
-  if (c < 0x80) return 1;
-  std::size_t n = 0;
-  std::uint32_t cp = 0;
-  std::uint32_t min = 0;
-  if ((c & 0xE0) == 0xC0) {
-    n = 1, cp = c & 0x1F, min = 0x80;
-  } else if ((c & 0xF0) == 0xE0) {
-    n = 2, cp = c & 0x0F, min = 0x800;
-  } else if ((c & 0xF8) == 0xF0) {
-    n = 3, cp = c & 0x07, min = 0x10000;
-  }
-  if (n == 0 || i + n >= text.size()) return 0;  // not a lead byte, or cut short
-  for (std::size_t k = 1; k <= n; ++k) {
-    const auto cc = static_cast<unsigned char>(text[i + k]);
-    if ((cc & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (cc & 0x3F);
-  }
-  const bool ok = cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-  return ok ? n + 1 : 0;
-}
-
-}  // namespace
-
-bool is_valid_utf8(std::string_view text) {
-  for (std::size_t i = 0; i < text.size();) {
-    if (static_cast<unsigned char>(text[i]) < 0x80) {  // the common case, byte by byte
-      ++i;
-      continue;
-    }
-    const std::size_t n = sequence_at(text, i);
-    if (n == 0) return false;
-    i += n;
-  }
-  return true;
-}
-
-std::string valid_utf8(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t n = sequence_at(text, i);
-    if (n == 0) {
-      append_utf8(out, kReplacement);
-      ++i;
-    } else {
-      out.append(text.substr(i, n));
-      i += n;
-    }
-  }
-  return out;
-}
 
 PickleWriter::PickleWriter(int protocol) : protocol_(protocol) {
   if (protocol < 2 || protocol > 4) {

@@ -24,11 +24,6 @@
 
 namespace memscope::detail {
 
-// `text` with each byte that does not begin a valid UTF-8 sequence (overlong forms and
-// surrogates included) replaced by U+FFFD: Python's pickle and JSON readers refuse invalid UTF-8.
-[[nodiscard]] std::string valid_utf8(std::string_view text);
-[[nodiscard]] bool is_valid_utf8(std::string_view text);  // valid_utf8(text) == text, faster
-
 class PickleWriter {
  public:
   explicit PickleWriter(int protocol);

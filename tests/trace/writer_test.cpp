@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/utf8.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
 #include "pickle_test_util.hpp"
@@ -104,6 +105,25 @@ TEST(PickleWriter, InvalidUtf8IsReplacedNotWritten) {
   EXPECT_EQ(*v.get_if<std::string>(),
             "a\xef\xbf\xbd"
             "b\xef\xbf\xbd\xef\xbf\xbd");
+}
+
+TEST(Utf8, ValidTextPassesAndEachBadByteBecomesOneReplacement) {
+  const std::string r = "\xEF\xBF\xBD";
+  for (const char* ok : {"", "plain", "\xC3\xBC", "\xE2\x82\xAC", "\xF0\x9F\x98\x80"}) {
+    EXPECT_TRUE(detail::is_valid_utf8(ok)) << ok;
+    EXPECT_EQ(detail::valid_utf8(ok), ok);
+  }
+  const std::pair<std::string, std::string> bad[] = {
+      {"\xC0\xAF", r + r},                  // overlong '/'
+      {"\xED\xA0\x80", r + r + r},          // a surrogate
+      {"\xF4\x90\x80\x80", r + r + r + r},  // past U+10FFFF
+      {"a\xE2\x82", "a" + r + r},           // cut short at the end
+      {"\x80x", r + "x"},                   // a stray continuation byte
+  };
+  for (const auto& [in, out] : bad) {
+    EXPECT_FALSE(detail::is_valid_utf8(in)) << in;
+    EXPECT_EQ(detail::valid_utf8(in), out) << in;
+  }
 }
 
 TEST(PickleWriter, ProtocolsOutsideTwoToFourAreUsageErrors) {

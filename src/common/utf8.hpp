@@ -1,0 +1,17 @@
+// UTF-8 validation for text memscope writes into files other programs read: Python's pickle and
+// JSON readers refuse a str that is not valid UTF-8, and names from outside (symbol names,
+// tags) may not be.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace memscope::detail {
+
+// Whether `text` is valid UTF-8 (no overlong forms, surrogates or code points past U+10FFFF).
+[[nodiscard]] bool is_valid_utf8(std::string_view text) noexcept;
+// `text` with each byte that does not begin a valid sequence replaced by U+FFFD (one per byte,
+// also for a sequence cut short, where Python would write one for the whole prefix).
+[[nodiscard]] std::string valid_utf8(std::string_view text);
+
+}  // namespace memscope::detail

@@ -48,7 +48,7 @@ using StackId = std::uint32_t;  // index into TraceStrings::stacks; 0 = no stack
 using TagId = std::uint32_t;    // index into TraceStrings::tags; 0 = no tag
 
 struct TraceFrame {
-  std::string filename;  // source file, or the shared object for an unsymbolized C++ frame
+  std::string filename;   // source file, or the shared object for an unsymbolized C++ frame
   std::int64_t line = 0;  // 0 when unknown
   std::string name;       // function
   friend bool operator==(const TraceFrame&, const TraceFrame&) = default;
@@ -75,6 +75,10 @@ struct TraceStrings {
   // The id of this stack (frames innermost first) or tag, adding it when new. O(frames) with
   // hashing; equal stacks and tags get equal ids.
   [[nodiscard]] StackId intern_stack(const std::vector<TraceFrame>& stack);
+  // The same in two steps, for readers that meet each frame many times: the index of a frame in
+  // `frames` (added when new), and the id of a stack of such indices (each < frames.size()).
+  [[nodiscard]] std::uint32_t intern_frame(const TraceFrame& frame);
+  [[nodiscard]] StackId intern_stack_ids(const std::vector<std::uint32_t>& frame_ids);
   [[nodiscard]] TagId intern_tag(std::string_view tag);
   // The frames of a stack, innermost first (empty for 0 or an id out of range).
   [[nodiscard]] std::vector<TraceFrame> stack_frames(StackId id) const;

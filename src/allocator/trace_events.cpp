@@ -55,17 +55,26 @@ StackId TraceStrings::intern_stack(const std::vector<TraceFrame>& stack) {
   if (stack.empty()) return 0;
   std::vector<std::uint32_t> ids;
   ids.reserve(stack.size());
+  for (const TraceFrame& f : stack) ids.push_back(intern_frame(f));
+  return intern_stack_ids(ids);
+}
+
+std::uint32_t TraceStrings::intern_frame(const TraceFrame& frame) {
+  auto [it, added] =
+      frame_index_.try_emplace(frame_key(frame), static_cast<std::uint32_t>(frames.size()));
+  if (added) frames.push_back(frame);
+  return it->second;
+}
+
+StackId TraceStrings::intern_stack_ids(const std::vector<std::uint32_t>& frame_ids) {
+  if (frame_ids.empty()) return 0;
   std::string stack_key;
-  for (const TraceFrame& f : stack) {
-    auto [it, added] =
-        frame_index_.try_emplace(frame_key(f), static_cast<std::uint32_t>(frames.size()));
-    if (added) frames.push_back(f);
-    ids.push_back(it->second);
-    stack_key += std::to_string(it->second);
+  for (const std::uint32_t id : frame_ids) {
+    stack_key += std::to_string(id);
     stack_key += ',';
   }
   auto [it, added] = stack_index_.try_emplace(stack_key, static_cast<StackId>(stacks.size()));
-  if (added) stacks.push_back(std::move(ids));
+  if (added) stacks.push_back(frame_ids);
   return it->second;
 }
 

@@ -31,13 +31,14 @@ class PickleInput {
 
   // `n` raw bytes; the view points into the input.
   [[nodiscard]] std::string_view bytes(std::uint64_t n) {
-    if (n > remaining()) {
-      throw PickleProblem("its argument needs " + std::to_string(n) + " bytes but only " +
-                          std::to_string(remaining()) + " remain (truncated or corrupt input)");
-    }
-    const std::string_view out = data_.substr(pos_, static_cast<std::size_t>(n));
+    if (n > remaining()) truncated(n);
+    const std::string_view out(data_.data() + pos_, static_cast<std::size_t>(n));
     pos_ += static_cast<std::size_t>(n);
     return out;
+  }
+  // The next byte (an opcode); the caller checks at_end() first.
+  [[nodiscard]] std::uint8_t next_byte() noexcept {
+    return static_cast<std::uint8_t>(data_[pos_++]);
   }
 
   // An unsigned little-endian integer of `n` bytes (1 <= n <= 8).
@@ -74,6 +75,12 @@ class PickleInput {
   }
 
  private:
+  // Out of line: keeps the message building off the hot path of every read.
+  [[noreturn]] [[gnu::noinline, gnu::cold]] void truncated(std::uint64_t n) const {
+    throw PickleProblem("its argument needs " + std::to_string(n) + " bytes but only " +
+                        std::to_string(remaining()) + " remain (truncated or corrupt input)");
+  }
+
   std::string_view data_;
   std::size_t pos_ = 0;
 };

@@ -11,6 +11,10 @@ namespace {
 
 // What one hash-map entry costs beyond its key, roughly: node, bucket and allocator overhead.
 constexpr std::size_t kMapEntryBytes = 64;
+// Dicts up to this many keys, all scalars, find duplicates by a scan (PyTorch's have about 8).
+constexpr std::size_t kScannedKeys = 16;
+// MEMOIZE and PUT count up from 0; an index this far past the dense part goes to the map.
+constexpr std::uint64_t kDenseMemoGap = 4096;
 
 void append_u64(std::string& out, std::uint64_t v) {
   for (int i = 0; i < 8; ++i, v >>= 8) out.push_back(static_cast<char>(v & 0xFF));
@@ -22,31 +26,15 @@ PickleMachine::PickleMachine(std::size_t max_bytes, std::size_t max_depth,
                              std::uint64_t max_tree_items)
     : max_bytes_(max_bytes), max_depth_(max_depth), max_tree_items_(max_tree_items) {}
 
-void PickleMachine::charge(std::size_t bytes) {
-  if (bytes > max_bytes_ - used_bytes_) {
-    throw PickleProblem("reading it would take more than the memory budget of " +
-                        std::to_string(max_bytes_) +
-                        " bytes (a pickle that shares one object many times can expand without "
-                        "bound; raise PickleLimits::max_bytes if the input is trusted)");
-  }
-  used_bytes_ += bytes;
+void PickleMachine::over_budget() const {
+  throw PickleProblem("reading it would take more than the memory budget of " +
+                      std::to_string(max_bytes_) +
+                      " bytes (a pickle that shares one object many times can expand without "
+                      "bound; raise PickleLimits::max_bytes if the input is trusted)");
 }
 
-void PickleMachine::push(const Ref& ref) {
-  charge(sizeof(Ref));
-  stack_.push_back(ref);
-}
-
-Ref PickleMachine::pop() {
-  if (stack_.size() <= fence()) throw PickleProblem("stack underflow (nothing to pop)");
-  const Ref ref = stack_.back();
-  stack_.pop_back();
-  return ref;
-}
-
-const Ref& PickleMachine::top() const {
-  if (stack_.size() <= fence()) throw PickleProblem("stack underflow (no object on the stack)");
-  return stack_.back();
+void PickleMachine::underflow(const char* what) {
+  throw PickleProblem(std::string("stack underflow (") + what + ")");
 }
 
 void PickleMachine::mark() {
@@ -54,13 +42,11 @@ void PickleMachine::mark() {
   marks_.push_back(stack_.size());
 }
 
-std::vector<Ref> PickleMachine::pop_to_mark() {
+std::size_t PickleMachine::pop_mark() {
   if (marks_.empty()) throw PickleProblem("no MARK on the stack");
   const std::size_t start = marks_.back();
   marks_.pop_back();
-  std::vector<Ref> items(stack_.begin() + static_cast<std::ptrdiff_t>(start), stack_.end());
-  stack_.resize(start);
-  return items;
+  return start;
 }
 
 void PickleMachine::pop_item_or_mark() {
@@ -73,54 +59,113 @@ void PickleMachine::pop_item_or_mark() {
   }
 }
 
-Ref PickleMachine::make_string(std::string text, bool is_bytes) {
-  charge(sizeof(std::string) + text.size());
-  strings_.push_back(std::move(text));
-  Ref ref;
-  ref.kind = is_bytes ? PickleKind::bytes : PickleKind::string;
-  ref.index = strings_.size() - 1;
-  return ref;
+Ref PickleMachine::make_string(std::string_view text, bool is_bytes) {
+  auto& index = is_bytes ? bytes_index_ : str_index_;
+  const auto found = index.find(text);
+  std::size_t at = 0;
+  if (found != index.end()) {
+    at = found->second;
+  } else {
+    charge(sizeof(std::string) + text.size() + kMapEntryBytes);
+    strings_.emplace_back(text);
+    at = strings_.size() - 1;
+    index.emplace(strings_.back(), at);
+  }
+  return Ref{is_bytes ? PickleKind::bytes : PickleKind::string, at};
 }
 
-Ref PickleMachine::make_sequence(std::vector<Ref> items, bool is_tuple) {
-  charge(sizeof(Sequence) + items.size() * sizeof(Ref));
-  sequences_.push_back(Sequence{std::move(items), is_tuple});
-  Ref ref;
-  ref.kind = is_tuple ? PickleKind::tuple : PickleKind::list;
-  ref.index = sequences_.size() - 1;
-  return ref;
+Ref PickleMachine::make_string(std::string&& text, bool is_bytes) {
+  return make_string(std::string_view(text), is_bytes);
+}
+
+Ref PickleMachine::make_sequence(const Ref* items, std::size_t n, bool is_tuple) {
+  charge(sizeof(Sequence) + n * sizeof(Ref));
+  sequences_.push_back(Sequence{std::vector<Ref>(items, items + n), is_tuple});
+  return Ref{is_tuple ? PickleKind::tuple : PickleKind::list, sequences_.size() - 1};
 }
 
 Ref PickleMachine::make_dict() {
   charge(sizeof(Dict));
   dicts_.emplace_back();
-  Ref ref;
-  ref.kind = PickleKind::dict;
-  ref.index = dicts_.size() - 1;
-  return ref;
+  return Ref{PickleKind::dict, dicts_.size() - 1};
 }
 
-void PickleMachine::append(const Ref& list, const Ref& item) {
+void PickleMachine::append(const Ref& list, const Ref* items, std::size_t n) {
   if (list.kind != PickleKind::list) {
     throw PickleProblem(std::string("cannot append to a ") + python_type_name(list.kind));
   }
-  charge(sizeof(Ref));
-  sequences_[list.index].items.push_back(item);
+  charge(n * sizeof(Ref));
+  std::vector<Ref>& to = sequences_[list.index()].items;
+  to.insert(to.end(), items, items + n);
+}
+
+bool PickleMachine::same_scalar_key(const Ref& a, const Ref& b) noexcept {
+  // The common case first: str keys, interned, so equal exactly when their indices are.
+  if (a.kind == PickleKind::string && b.kind == PickleKind::string) return a.bits == b.bits;
+  // Numbers compare by value across bool, int and float, as key_code() encodes them.
+  const auto number = [](const Ref& r, bool& integral, std::uint64_t& code) {
+    if (r.kind == PickleKind::boolean || r.kind == PickleKind::integer) {
+      integral = true;
+      code = r.bits;
+      return true;
+    }
+    if (r.kind != PickleKind::real) return false;
+    const double v = r.real();
+    integral = std::isfinite(v) && std::trunc(v) == v && std::fabs(v) < 9.2e18;
+    code = integral ? static_cast<std::uint64_t>(static_cast<std::int64_t>(v)) : r.bits;
+    return true;
+  };
+  bool ai = false, bi = false;
+  std::uint64_t ac = 0, bc = 0;
+  if (number(a, ai, ac)) return number(b, bi, bc) && ai == bi && ac == bc;
+  return a.kind == b.kind && (a.kind == PickleKind::none || a.bits == b.bits);
+}
+
+void PickleMachine::index_dict(Dict& d) {
+  d.index = std::make_unique<std::unordered_map<std::string, std::size_t>>();
+  std::string code;
+  for (std::size_t i = 0; i < d.items.size(); ++i) {
+    code.clear();
+    key_code(d.items[i].first, 0, code);
+    charge(code.size() + kMapEntryBytes);
+    d.index->try_emplace(code, i);
+  }
+}
+
+void PickleMachine::reserve_items(const Ref& dict, std::size_t n) {
+  if (dict.kind != PickleKind::dict) return;  // set_item() says what is wrong
+  // Not charged: set_item() charges each item, and the n pairs are on the stack already.
+  std::vector<std::pair<Ref, Ref>>& items = dicts_[dict.index()].items;
+  items.reserve(items.size() + n);
 }
 
 void PickleMachine::set_item(const Ref& dict, const Ref& key, const Ref& value) {
   if (dict.kind != PickleKind::dict) {
     throw PickleProblem(std::string("cannot set an item of a ") + python_type_name(dict.kind));
   }
+  Dict& d = dicts_[dict.index()];
+  const bool scalar =
+      key.kind != PickleKind::tuple && key.kind != PickleKind::list && key.kind != PickleKind::dict;
+  if (d.index == nullptr && scalar && d.items.size() < kScannedKeys) {
+    for (auto& [k, v] : d.items) {
+      if (same_scalar_key(k, key)) {
+        v = value;  // Python keeps the first key and the last value
+        return;
+      }
+    }
+    charge(sizeof(std::pair<Ref, Ref>));
+    d.items.emplace_back(key, value);
+    return;
+  }
+  if (d.index == nullptr) index_dict(d);
   std::string code;
   key_code(key, 0, code);
   charge(code.size() + kMapEntryBytes + sizeof(std::pair<Ref, Ref>));
-  Dict& d = dicts_[dict.index];
-  const auto [it, inserted] = d.positions.try_emplace(std::move(code), d.items.size());
+  const auto [it, inserted] = d.index->try_emplace(std::move(code), d.items.size());
   if (inserted) {
     d.items.emplace_back(key, value);
   } else {
-    d.items[it->second].second = value;  // Python keeps the first key and the last value
+    d.items[it->second].second = value;
   }
 }
 
@@ -135,22 +180,22 @@ void PickleMachine::key_code(const Ref& key, std::size_t depth, std::string& out
     case PickleKind::boolean:
     case PickleKind::integer:
       out.push_back('I');
-      append_u64(out, static_cast<std::uint64_t>(key.integer));
+      append_u64(out, key.bits);
       return;
     case PickleKind::real:
       // 2.0 and 2 are one key in Python.
-      if (std::isfinite(key.real) && std::trunc(key.real) == key.real &&
-          std::fabs(key.real) < 9.2e18) {
+      if (std::isfinite(key.real()) && std::trunc(key.real()) == key.real() &&
+          std::fabs(key.real()) < 9.2e18) {
         out.push_back('I');
-        append_u64(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(key.real)));
+        append_u64(out, static_cast<std::uint64_t>(static_cast<std::int64_t>(key.real())));
       } else {
         out.push_back('F');
-        append_u64(out, std::bit_cast<std::uint64_t>(key.real));
+        append_u64(out, key.bits);
       }
       return;
     case PickleKind::string:
     case PickleKind::bytes: {
-      const std::string& s = strings_[key.index];
+      const std::string& s = strings_[key.index()];
       charge(s.size());
       out.push_back(key.kind == PickleKind::string ? 'S' : 'B');
       append_u64(out, s.size());
@@ -158,7 +203,7 @@ void PickleMachine::key_code(const Ref& key, std::size_t depth, std::string& out
       return;
     }
     case PickleKind::tuple: {
-      const std::vector<Ref>& items = sequences_[key.index].items;
+      const std::vector<Ref>& items = sequences_[key.index()].items;
       out.push_back('T');
       append_u64(out, items.size());
       for (const Ref& item : items) key_code(item, depth + 1, out);
@@ -172,13 +217,22 @@ void PickleMachine::key_code(const Ref& key, std::size_t depth, std::string& out
 
 void PickleMachine::memo_put(std::uint64_t index) {
   const Ref& value = top();
+  if (index < memo_.size() + kDenseMemoGap) {
+    if (index >= memo_.size()) {
+      charge((index + 1 - memo_.size()) * sizeof(MemoSlot));
+      memo_.resize(index + 1);
+    }
+    if (!memo_[index].set) ++memo_count_;
+    memo_[index] = MemoSlot{value, true};
+    return;
+  }
   charge(kMapEntryBytes);
-  memo_[index] = value;
+  if (sparse_memo_.insert_or_assign(index, value).second) ++memo_count_;
 }
 
-void PickleMachine::memo_get(std::uint64_t index) {
-  const auto it = memo_.find(index);
-  if (it == memo_.end()) {
+void PickleMachine::memo_get_sparse(std::uint64_t index) {
+  const auto it = sparse_memo_.find(index);
+  if (it == sparse_memo_.end()) {
     throw PickleProblem("memo key " + std::to_string(index) + " was never stored");
   }
   push(it->second);
@@ -188,26 +242,40 @@ PickleValue PickleMachine::build(const Ref& root) {
   built_sequences_.assign(sequences_.size(), Built{});
   built_dicts_.assign(dicts_.size(), Built{});
   Shape shape;
-  return build(root, 0, shape);
+  PickleValue out;
+  build_into(root, 0, shape, out);
+  return out;
 }
 
-PickleValue PickleMachine::build(const Ref& ref, std::size_t depth, Shape& shape) {
+void PickleMachine::too_many_items() const {
+  throw PickleProblem("walked as a tree, the value would hold more than " +
+                      std::to_string(max_tree_items_) +
+                      " items (an object shared many times over; PickleLimits::max_tree_items)");
+}
+
+// Builds into `out` (a None): values are made in place, never moved from a temporary.
+void PickleMachine::build_into(const Ref& ref, std::size_t depth, Shape& shape, PickleValue& out) {
   shape = Shape{};
   switch (ref.kind) {
     case PickleKind::none:
-      return PickleValue{};
+      return;
     case PickleKind::boolean:
-      return PickleValue{ref.integer != 0};
+      out.data.emplace<bool>(ref.bits != 0);
+      return;
     case PickleKind::integer:
-      return PickleValue{ref.integer};
+      out.data.emplace<std::int64_t>(ref.integer());
+      return;
     case PickleKind::real:
-      return PickleValue{ref.real};
+      out.data.emplace<double>(ref.real());
+      return;
     case PickleKind::string:
-      charge(strings_[ref.index].size());
-      return PickleValue{strings_[ref.index]};
+      charge(strings_[ref.index()].size());
+      out.data.emplace<std::string>(strings_[ref.index()]);
+      return;
     case PickleKind::bytes:
-      charge(strings_[ref.index].size());
-      return PickleValue{PickleBytes{strings_[ref.index]}};
+      charge(strings_[ref.index()].size());
+      out.data.emplace<PickleBytes>(PickleBytes{strings_[ref.index()]});
+      return;
     case PickleKind::tuple:
     case PickleKind::list:
     case PickleKind::dict:
@@ -219,7 +287,7 @@ PickleValue PickleMachine::build(const Ref& ref, std::size_t depth, Shape& shape
   };
   const bool is_dict = ref.kind == PickleKind::dict;
   // The vectors are sized once in build(root): this reference stays valid while recursing.
-  Built& node = is_dict ? built_dicts_[ref.index] : built_sequences_[ref.index];
+  Built& node = is_dict ? built_dicts_[ref.index()] : built_sequences_[ref.index()];
   if (node.stage == Stage::building) {
     throw PickleProblem(std::string("the value is recursive (a ") + python_type_name(ref.kind) +
                         " contains itself); only acyclic plain data is read");
@@ -227,55 +295,42 @@ PickleValue PickleMachine::build(const Ref& ref, std::size_t depth, Shape& shape
   if (node.stage == Stage::built) {  // shared: reuse it, but it still counts for the nesting
     if (depth + node.shape.height > max_depth_) throw too_deep();
     shape = node.shape;
-    return node.value;
+    out = node.value;
+    return;
   }
   if (depth >= max_depth_) throw too_deep();
   node.stage = Stage::building;
   Shape total{1, 1};
-  const auto add = [&](const Shape& child) {
-    total.height = std::max(total.height, child.height + 1);
-    // Saturating: a shared object nested a few dozen times "contains" more than 2**64 items.
-    total.items = child.items > max_tree_items_ - total.items ? max_tree_items_ + 1
-                                                              : total.items + child.items;
-    if (total.items > max_tree_items_) {
-      throw PickleProblem(
-          "walked as a tree, the value would hold more than " + std::to_string(max_tree_items_) +
-          " items (an object shared many times over; PickleLimits::max_tree_items)");
-    }
-  };
   Shape child;
   if (is_dict) {
-    const auto& items = dicts_[ref.index].items;
+    const auto& items = dicts_[ref.index()].items;
     charge(items.size() * sizeof(PickleDict::Item));
-    std::vector<PickleDict::Item> out;
-    out.reserve(items.size());
-    for (const auto& [key, value] : items) {
-      PickleValue k = build(key, depth + 1, child);
-      add(child);
-      PickleValue v = build(value, depth + 1, child);
-      add(child);
-      out.emplace_back(std::move(k), std::move(v));
+    std::vector<PickleDict::Item> built(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      build_into(items[i].first, depth + 1, child, built[i].first);
+      add_child(total, child);
+      build_into(items[i].second, depth + 1, child, built[i].second);
+      add_child(total, child);
     }
-    node.value = PickleValue{PickleDict(std::move(out))};
+    node.value.data.emplace<PickleDict>(std::move(built));
   } else {
-    const auto& items = sequences_[ref.index].items;
+    const auto& items = sequences_[ref.index()].items;
     charge(items.size() * sizeof(PickleValue));
-    std::vector<PickleValue> out;
-    out.reserve(items.size());
-    for (const Ref& item : items) {
-      out.push_back(build(item, depth + 1, child));
-      add(child);
+    std::vector<PickleValue> built(items.size());
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      build_into(items[i], depth + 1, child, built[i]);
+      add_child(total, child);
     }
     if (ref.kind == PickleKind::tuple) {
-      node.value = PickleValue{PickleTuple(std::move(out))};
+      node.value.data.emplace<PickleTuple>(std::move(built));
     } else {
-      node.value = PickleValue{PickleList(std::move(out))};
+      node.value.data.emplace<PickleList>(std::move(built));
     }
   }
   node.shape = total;
   node.stage = Stage::built;
   shape = total;
-  return node.value;
+  out = node.value;
 }
 
 }  // namespace memscope::detail

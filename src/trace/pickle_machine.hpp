@@ -10,9 +10,14 @@
 // Errors: PickleProblem (the reader adds where). Not thread-safe; one machine per read.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -21,11 +26,14 @@
 
 namespace memscope::detail {
 
+// A value on the stack or in a container: a scalar, or an index into the arena. 16 bytes.
 struct Ref {
   PickleKind kind = PickleKind::none;
-  std::int64_t integer = 0;  // bool and int
-  double real = 0.0;
-  std::size_t index = 0;  // into the arena, for str, bytes, tuple, list and dict
+  std::uint64_t bits = 0;  // int64 for bool and int, the double's bits, or the arena index
+
+  [[nodiscard]] std::int64_t integer() const noexcept { return static_cast<std::int64_t>(bits); }
+  [[nodiscard]] double real() const noexcept { return std::bit_cast<double>(bits); }
+  [[nodiscard]] std::size_t index() const noexcept { return static_cast<std::size_t>(bits); }
 };
 
 class PickleMachine {
@@ -33,25 +41,61 @@ class PickleMachine {
   PickleMachine(std::size_t max_bytes, std::size_t max_depth, std::uint64_t max_tree_items);
 
   // ---- stack and marks (a pop never reaches below the innermost mark) ----
-  void push(const Ref& ref);
-  [[nodiscard]] Ref pop();
-  [[nodiscard]] const Ref& top() const;
+  void push(const Ref& ref) {
+    charge(sizeof(Ref));
+    stack_.push_back(ref);
+  }
+  [[nodiscard]] Ref pop() {
+    if (stack_.size() <= fence()) underflow("nothing to pop");
+    const Ref ref = stack_.back();
+    stack_.pop_back();
+    return ref;
+  }
+  [[nodiscard]] const Ref& top() const {
+    if (stack_.size() <= fence()) underflow("no object on the stack");
+    return stack_.back();
+  }
   void mark();
-  [[nodiscard]] std::vector<Ref> pop_to_mark();
+  // Removes the innermost mark; the items above it stay on the stack, from the returned position
+  // (items_from()) to the top, until truncate() drops them.
+  [[nodiscard]] std::size_t pop_mark();
+  [[nodiscard]] const Ref* items_from(std::size_t start) const noexcept {
+    return stack_.data() + start;
+  }
+  [[nodiscard]] std::size_t stack_size() const noexcept { return stack_.size(); }
+  // The item just below position `start`: the container APPENDS and SETITEMS fill, which must be
+  // above the innermost remaining mark.
+  [[nodiscard]] Ref below(std::size_t start) const {
+    if (start == 0 || start - 1 < fence() || start > stack_.size()) {
+      underflow("no object below the mark");
+    }
+    return stack_[start - 1];
+  }
+  void truncate(std::size_t size) { stack_.resize(size); }
   // POP: the top item, or the innermost mark when nothing is above it (Python's rule).
   void pop_item_or_mark();
 
   // ---- building ----
-  [[nodiscard]] Ref make_string(std::string text, bool is_bytes);
-  [[nodiscard]] Ref make_sequence(std::vector<Ref> items, bool is_tuple);
+  // Equal strings (and equal bytes) are stored once, so a key compares by its index.
+  [[nodiscard]] Ref make_string(std::string_view text, bool is_bytes);
+  [[nodiscard]] Ref make_string(std::string&& text, bool is_bytes);
+  [[nodiscard]] Ref make_sequence(const Ref* items, std::size_t n, bool is_tuple);
   [[nodiscard]] Ref make_dict();
-  void append(const Ref& list, const Ref& item);
+  void append(const Ref& list, const Ref* items, std::size_t n);
   void set_item(const Ref& dict, const Ref& key, const Ref& value);
+  // Room for `n` more items in `dict` (SETITEMS knows its count): one allocation, not several.
+  void reserve_items(const Ref& dict, std::size_t n);
 
   // ---- memo ----
   void memo_put(std::uint64_t index);  // the top of the stack
-  void memoize() { memo_put(memo_.size()); }
-  void memo_get(std::uint64_t index);  // pushes
+  void memoize() { memo_put(memo_count_); }
+  void memo_get(std::uint64_t index) {  // pushes
+    if (index < memo_.size() && memo_[index].set) {
+      push(memo_[index].ref);
+    } else {
+      memo_get_sparse(index);
+    }
+  }
 
   // The finished value `root`; shared objects stay shared, cycles are refused.
   [[nodiscard]] PickleValue build(const Ref& root);
@@ -61,23 +105,46 @@ class PickleMachine {
     std::vector<Ref> items;
     bool is_tuple = false;
   };
+  // A dict's keys are unique. Small dicts of scalar keys (every dict of a PyTorch snapshot) find
+  // a key by a scan; larger ones, or ones with tuple keys, through a hash of key_code().
   struct Dict {
     std::vector<std::pair<Ref, Ref>> items;
-    std::unordered_map<std::string, std::size_t> positions;  // key_code(key) -> item
+    std::unique_ptr<std::unordered_map<std::string, std::size_t>> index;  // key_code -> item
+  };
+  struct MemoSlot {
+    Ref ref;
+    bool set = false;
   };
 
-  void charge(std::size_t bytes);
+  void charge(std::size_t bytes) {
+    if (bytes > max_bytes_ - used_bytes_) over_budget();
+    used_bytes_ += bytes;
+  }
+  [[noreturn]] void over_budget() const;
+  [[noreturn]] static void underflow(const char* what);
   [[nodiscard]] std::size_t fence() const noexcept { return marks_.empty() ? 0 : marks_.back(); }
   // A byte string equal for keys Python's dict treats as equal (1 == 1.0 == True); throws for
   // unhashable keys.
   void key_code(const Ref& key, std::size_t depth, std::string& out);
+  // Python's == for scalar keys (str and bytes are interned, so equal means the same index).
+  [[nodiscard]] static bool same_scalar_key(const Ref& a, const Ref& b) noexcept;
+  void index_dict(Dict& d);
   // The size of a value walked as a tree: containers nested in it, including itself (0 for a
   // scalar), and items counting every appearance of a shared object.
   struct Shape {
     std::size_t height = 0;
     std::uint64_t items = 1;
   };
-  [[nodiscard]] PickleValue build(const Ref& ref, std::size_t depth, Shape& shape);
+  void build_into(const Ref& ref, std::size_t depth, Shape& shape, PickleValue& out);
+  void add_child(Shape& total, const Shape& child) const {
+    total.height = std::max(total.height, child.height + 1);
+    // Saturating: a shared object nested a few dozen times "contains" more than 2**64 items.
+    total.items = child.items > max_tree_items_ - total.items ? max_tree_items_ + 1
+                                                              : total.items + child.items;
+    if (total.items > max_tree_items_) too_many_items();
+  }
+  [[noreturn]] void too_many_items() const;
+  void memo_get_sparse(std::uint64_t index);
 
   std::size_t max_bytes_;
   std::size_t max_depth_;
@@ -85,9 +152,14 @@ class PickleMachine {
   std::size_t used_bytes_ = 0;
   std::vector<Ref> stack_;
   std::vector<std::size_t> marks_;
-  std::unordered_map<std::uint64_t, Ref> memo_;
-  std::vector<std::string> strings_;  // str (UTF-8) and bytes payloads
-  std::vector<Sequence> sequences_;   // tuples and lists
+  // The memo: dense for the indices pickles use (0, 1, 2...), a map for far-flung ones.
+  std::vector<MemoSlot> memo_;
+  std::unordered_map<std::uint64_t, Ref> sparse_memo_;
+  std::uint64_t memo_count_ = 0;     // entries stored: MEMOIZE's next index
+  std::deque<std::string> strings_;  // str (UTF-8) and bytes payloads; addresses stay put
+  std::unordered_map<std::string_view, std::size_t> str_index_;  // interning
+  std::unordered_map<std::string_view, std::size_t> bytes_index_;
+  std::vector<Sequence> sequences_;  // tuples and lists
   std::vector<Dict> dicts_;
   // build()'s progress per container: a container met again while it is being built is a cycle.
   enum class Stage : std::uint8_t { unbuilt, building, built };

@@ -1,5 +1,7 @@
 // The opcode loop of the safe pickle reader: decodes each opcode's argument with PickleInput,
 // applies it to the PickleMachine, and refuses code opcodes before they do anything.
+#include <array>
+#include <bit>
 #include <string>
 
 #include "memscope/errors.hpp"
@@ -22,17 +24,11 @@ constexpr std::uint64_t kBaseTreeItems = std::uint64_t{16} << 20;
 constexpr std::uint64_t kTreeItemsPerInputByte = 1024;
 
 Ref scalar(PickleKind kind, std::int64_t value) {
-  Ref ref;
-  ref.kind = kind;
-  ref.integer = value;
-  return ref;
+  return Ref{kind, static_cast<std::uint64_t>(value)};
 }
 
 Ref real(double value) {
-  Ref ref;
-  ref.kind = PickleKind::real;
-  ref.real = value;
-  return ref;
+  return Ref{PickleKind::real, std::bit_cast<std::uint64_t>(value)};
 }
 
 std::uint64_t signed_length(std::int32_t n) {
@@ -45,9 +41,21 @@ std::string utf8(std::string_view payload) {
   return std::string(payload);
 }
 
-void set_items(PickleMachine& m, const Ref& dict, const std::vector<Ref>& items) {
-  if (items.size() % 2 != 0) throw PickleProblem("odd number of items for a dict");
-  for (std::size_t i = 0; i < items.size(); i += 2) m.set_item(dict, items[i], items[i + 1]);
+// SETITEMS and DICT: the key/value pairs above the innermost mark go into `dict`.
+void set_items_from(PickleMachine& m, const Ref& dict, std::size_t start) {
+  const std::size_t n = m.stack_size() - start;
+  if (n % 2 != 0) throw PickleProblem("odd number of items for a dict");
+  m.reserve_items(dict, n / 2);
+  const Ref* items = m.items_from(start);
+  for (std::size_t i = 0; i < n; i += 2) m.set_item(dict, items[i], items[i + 1]);
+  m.truncate(start);
+}
+
+// LIST and TUPLE: the items above the innermost mark become the sequence.
+Ref sequence_from(PickleMachine& m, std::size_t start, bool is_tuple) {
+  const Ref seq = m.make_sequence(m.items_from(start), m.stack_size() - start, is_tuple);
+  m.truncate(start);
+  return seq;
 }
 
 // Runs one opcode. Returns true at STOP, with the pickled value in `root`.
@@ -154,45 +162,45 @@ bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m, Ref& root) {
       m.push(m.make_string(std::string(in.bytes(in.uint_le(8))), true));
       return false;
     case Op::kEmptyList:
-      m.push(m.make_sequence({}, false));
+      m.push(m.make_sequence(nullptr, 0, false));
       return false;
     case Op::kList:
-      m.push(m.make_sequence(m.pop_to_mark(), false));
+      m.push(sequence_from(m, m.pop_mark(), false));
       return false;
     case Op::kAppend: {
       const Ref item = m.pop();
-      m.append(m.top(), item);
+      m.append(m.top(), &item, 1);
       return false;
     }
     case Op::kAppends: {
-      const std::vector<Ref> items = m.pop_to_mark();
-      const Ref list = m.top();
-      for (const Ref& item : items) m.append(list, item);
+      const std::size_t start = m.pop_mark();
+      m.append(m.below(start), m.items_from(start), m.stack_size() - start);
+      m.truncate(start);
       return false;
     }
     case Op::kEmptyTuple:
-      m.push(m.make_sequence({}, true));
+      m.push(m.make_sequence(nullptr, 0, true));
       return false;
     case Op::kTuple:
-      m.push(m.make_sequence(m.pop_to_mark(), true));
+      m.push(sequence_from(m, m.pop_mark(), true));
       return false;
     case Op::kTuple1:
     case Op::kTuple2:
     case Op::kTuple3: {
       const std::size_t n =
           static_cast<std::size_t>(byte) - static_cast<std::size_t>(Op::kTuple1) + 1;
-      std::vector<Ref> items(n);
+      std::array<Ref, 3> items{};
       for (std::size_t i = n; i-- > 0;) items[i] = m.pop();
-      m.push(m.make_sequence(std::move(items), true));
+      m.push(m.make_sequence(items.data(), n, true));
       return false;
     }
     case Op::kEmptyDict:
       m.push(m.make_dict());
       return false;
     case Op::kDict: {
-      const std::vector<Ref> items = m.pop_to_mark();
+      const std::size_t start = m.pop_mark();
       const Ref dict = m.make_dict();
-      set_items(m, dict, items);
+      set_items_from(m, dict, start);
       m.push(dict);
       return false;
     }
@@ -203,8 +211,8 @@ bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m, Ref& root) {
       return false;
     }
     case Op::kSetitems: {
-      const std::vector<Ref> items = m.pop_to_mark();
-      set_items(m, m.top(), items);
+      const std::size_t start = m.pop_mark();
+      set_items_from(m, m.below(start), start);
       return false;
     }
     case Op::kPop:
@@ -217,7 +225,7 @@ bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m, Ref& root) {
       m.mark();
       return false;
     case Op::kPopMark:
-      (void)m.pop_to_mark();
+      m.truncate(m.pop_mark());
       return false;
     case Op::kGet:
       m.memo_get(parse_index(in.line()));
@@ -276,7 +284,7 @@ PickleValue read_pickle(std::string_view data, std::string_view source,
     while (true) {
       offset = in.offset();
       if (in.at_end()) break;
-      byte = static_cast<std::uint8_t>(in.bytes(1)[0]);
+      byte = in.next_byte();
       if (detail::execute(byte, in, machine, root)) return machine.build(root);
     }
   } catch (const PickleProblem& problem) {

@@ -107,16 +107,19 @@ class StackReader {
     if (frames.empty()) return 0;
     const auto [it, added] = by_list_.try_emplace(&frames, 0);
     if (!added) return it->second;
-    std::vector<TraceFrame> stack;
-    stack.reserve(frames.size());
-    for (std::size_t i = 0; i < frames.size(); ++i) stack.push_back(frame(frames[i], where[i]));
-    it->second = strings_.intern_stack(stack);
+    ids_.clear();
+    for (std::size_t i = 0; i < frames.size(); ++i) ids_.push_back(frame(frames[i], where[i]));
+    it->second = strings_.intern_stack_ids(ids_);
     return it->second;
   }
 
  private:
-  TraceFrame frame(const PickleValue& value, const Path& where) const {
+  // A frame's index in the snapshot's frames; frame dicts are shared too (PyTorch writes each
+  // distinct frame once), so they are read once.
+  std::uint32_t frame(const PickleValue& value, const Path& where) {
     const PickleDict& d = f_.dict(value, where);
+    const auto [it, added] = by_dict_.try_emplace(&d.items(), 0);
+    if (!added) return it->second;
     TraceFrame out;
     for (const auto& [k, v] : d.items()) {  // PyTorch may add fields (fx_node_op...): skipped
       const auto* key = k.get_if<std::string>();
@@ -129,12 +132,15 @@ class StackReader {
         out.line = f_.integer(v, where / "line");
       }
     }
-    return out;
+    it->second = strings_.intern_frame(out);
+    return it->second;
   }
 
   const Fields& f_;
   TraceStrings& strings_;
-  std::unordered_map<const void*, StackId> by_list_;  // a shared list's items -> its stack
+  std::unordered_map<const void*, StackId> by_list_;        // a list's items -> its stack
+  std::unordered_map<const void*, std::uint32_t> by_dict_;  // a frame dict's items -> frame
+  std::vector<std::uint32_t> ids_;
 };
 
 BlockState block_state(const Fields& f, const std::string& state, const Path& where) {

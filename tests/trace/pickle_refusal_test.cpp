@@ -80,6 +80,9 @@ TEST(PickleRefusal, MalformedArgumentsAndStackMisuse) {
       {p2(")N"
           "a"),
        "cannot append to a tuple"},
+      {p2("]((e"), "stack underflow"},  // APPENDS and SETITEMS fill what is below their MARK,
+      {p2("}((u"), "stack underflow"},  // which must itself be above the next MARK
+      {p2("(e"), "stack underflow"},
       {p2("}(Nu"), "odd number of items"},
       {p2("h\x05"), "memo key 5 was never stored"},
       {p2("e"), "no MARK"},

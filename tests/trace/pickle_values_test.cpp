@@ -168,6 +168,31 @@ TEST(PickleValues, DictKeysFollowPython) {
             std::string::npos);
 }
 
+// Dicts past 16 keys find duplicates through a hash of the key, small ones by a scan: the same
+// rules either way (1 == 1.0 == True; the first key, the last value).
+TEST(PickleValues, DictKeysFollowPythonInLargeDicts) {
+  std::string body = "}(";
+  for (unsigned i = 0; i < 20; ++i) body += cat("K", bytes({i}), "K", bytes({i}));
+  body += "u(";
+  body += cat("G", bytes({0x40, 0x08, 0, 0, 0, 0, 0, 0}), "X", le(1, 4), "x");  // 3.0: 'x'
+  body += cat(bytes({0x88}), "X", le(1, 4), "y");                               // True: 'y'
+  body += "K\x14K\x14u";                                                        // 20: 20, new
+  const PickleValue v = read_pickle(p2(body));
+  const auto* dict = v.get_if<PickleDict>();
+  ASSERT_NE(dict, nullptr);
+  ASSERT_EQ(dict->size(), 21U);
+  EXPECT_EQ(dict->items()[3], (PickleDict::Item{num(3), str("x")}));
+  EXPECT_EQ(dict->items()[1], (PickleDict::Item{num(1), str("y")}));
+  EXPECT_EQ(dict->items()[20], (PickleDict::Item{num(20), num(20)}));
+}
+
+// The memo is dense for the indices picklers write and a map for far-flung ones.
+TEST(PickleValues, SparseMemoIndices) {
+  const PickleValue v = read_pickle(
+      p2(cat("K\x07r", le(1'000'000'000, 4), "0K\x08q\x05", "(j", le(1'000'000'000, 4), "h\x05l")));
+  EXPECT_EQ(v, list_of({num(7), num(8)}));
+}
+
 TEST(PickleValues, TrailingBytesAfterStopAreIgnored) {
   EXPECT_EQ(read_pickle(p2("K\x05") + "garbage"), num(5));
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,20 +33,20 @@ using testing::str;
 class RealFrames : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { snapshot_ = read_torch_snapshot_file(MEMSCOPE_REAL_TRACE); }
-  static inline TorchSnapshot snapshot_;
+  static inline std::optional<TorchSnapshot> snapshot_;
 };
 
 // Figures computed from the file with Python's pickle: 1,421 events carry frames, through 54
 // distinct stacks of 55 distinct frames; 2 blocks carry frames.
 TEST_F(RealFrames, AreKeptAndInterned) {
-  const auto& events = snapshot_.device_traces.at(0);
+  const auto& events = snapshot_->device_traces.at(0);
   const auto with_stack =
       std::count_if(events.begin(), events.end(), [](const TraceEvent& e) { return e.stack != 0; });
   EXPECT_EQ(with_stack, 1421);
-  EXPECT_EQ(snapshot_.strings.stacks.size(), 55U);  // 54 and "none"
-  EXPECT_EQ(snapshot_.strings.frames.size(), 55U);
+  EXPECT_EQ(snapshot_->strings.stacks.size(), 55U);  // 54 and "none"
+  EXPECT_EQ(snapshot_->strings.frames.size(), 55U);
   std::size_t blocks_with_stack = 0;
-  for (const TorchSegment& seg : snapshot_.segments) {
+  for (const TorchSegment& seg : snapshot_->segments) {
     EXPECT_TRUE(seg.block_stacks.empty() || seg.block_stacks.size() == seg.info.blocks.size());
     for (const StackId id : seg.block_stacks) blocks_with_stack += id != 0 ? 1 : 0;
   }
@@ -54,7 +55,7 @@ TEST_F(RealFrames, AreKeptAndInterned) {
 
 TEST_F(RealFrames, InnermostFirstWithFileLineAndName) {
   const std::vector<TraceFrame> stack =
-      snapshot_.strings.stack_frames(snapshot_.device_traces.at(0).at(0).stack);
+      snapshot_->strings.stack_frames(snapshot_->device_traces.at(0).at(0).stack);
   ASSERT_EQ(stack.size(), 7U);
   EXPECT_EQ(stack.front().name, "forward");
   EXPECT_EQ(stack.front().line, 54);
@@ -65,10 +66,10 @@ TEST_F(RealFrames, InnermostFirstWithFileLineAndName) {
 
 // Events 3 and 4 share one frame list in the file; equal stacks get equal ids anyway.
 TEST_F(RealFrames, SharedListsGiveOneStack) {
-  const auto& events = snapshot_.device_traces.at(0);
+  const auto& events = snapshot_->device_traces.at(0);
   EXPECT_NE(events.at(3).stack, 0U);
   EXPECT_EQ(events.at(3).stack, events.at(4).stack);
-  EXPECT_TRUE(snapshot_.settings.empty());                  // PYTORCH_CUDA_ALLOC_CONF was ''
+  EXPECT_TRUE(snapshot_->settings.empty());                 // PYTORCH_CUDA_ALLOC_CONF was ''
   for (const TraceEvent& e : events) EXPECT_EQ(e.tag, 0U);  // user_metadata all ''
 }
 
@@ -225,7 +226,7 @@ TEST(SnapshotFields, MemscopeRoundedSizesAndSettings) {
 }
 
 // A copy of `root` with one field of one event replaced (or added).
-PickleValue with_event_field(const char* key, PickleValue value) {
+PickleValue with_event_field(const char* key, const PickleValue& value) {
   PickleValue e = event("alloc", 0x1000, 8, 0, list({frame("a.py", 1, "f")}), "x");
   std::vector<PickleDict::Item> items = e.get_if<PickleDict>()->items();
   bool replaced = false;
@@ -316,7 +317,7 @@ TEST(TraceFormatDetection, ByContent) {
 class TraceFiles : public ::testing::Test {
  protected:
   std::filesystem::path write(const std::string& name, const std::string& bytes) {
-    const std::filesystem::path path = dir_ / name;
+    std::filesystem::path path = dir_ / name;
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }

@@ -111,7 +111,7 @@ TEST(RmmLog, GeneratedLogReadsBackAndReplays) {
   for (int i = 0; i < 5000; ++i) {
     TraceEvent e;
     e.stream = rng() % 4 == 0 ? 0 : 0x55550000 + rng() % 3;
-    e.time_us = at(9, 0, 0, 0) + i * 37;
+    e.time_us = at(9, 0, 0, 0) + std::int64_t{i} * 37;
     const std::uint64_t roll = rng() % 100;
     if (roll < 3) {
       e.action = TraceAction::oom;

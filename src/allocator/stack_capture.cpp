@@ -20,6 +20,21 @@ namespace {
 
 using Backtrace = int (*)(void** buffer, int size);
 
+// Not under ThreadSanitizer: libunwind frees its per-thread cache from a thread-exit destructor
+// that locks a mutex, which TSan intercepts after it has torn the thread's state down (SIGSEGV
+// in __tsan::MutexPreLock as each recording thread exits).
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kTryLibunwind = false;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kTryLibunwind = false;
+#else
+constexpr bool kTryLibunwind = true;
+#endif
+#else
+constexpr bool kTryLibunwind = true;
+#endif
+
 // The unwinder: libunwind's unw_backtrace() when the system has libunwind (it caches how to
 // step over each return address: about 9 ns a frame, against about 220 ns for glibc's
 // backtrace(), which interprets the DWARF call-frame program of every frame every time), else
@@ -27,7 +42,8 @@ using Backtrace = int (*)(void** buffer, int size);
 // _Unwind_* symbols from replacing libgcc's, which C++ exceptions use.
 Backtrace unwinder() noexcept {
   static const Backtrace chosen = []() -> Backtrace {
-    if (void* lib = ::dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL)) {
+    void* lib = kTryLibunwind ? ::dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL) : nullptr;
+    if (lib != nullptr) {
       if (void* f = ::dlsym(lib, "unw_backtrace")) return reinterpret_cast<Backtrace>(f);
     }
     return &::backtrace;

@@ -250,7 +250,9 @@ struct Comparison {
   [[nodiscard]] std::string table() const;
 };
 
-// Replays the trace of options.device once per AllocatorConfig string ("" is the defaults).
+// Replays the trace of options.device once per AllocatorConfig string ("" is the defaults). Every
+// string is parsed before any replay; the rows then run in parallel on the machine's cores
+// (each its own allocator and device), with the results of running them one by one.
 [[nodiscard]] Comparison compare_settings(const TorchSnapshot& snapshot,
                                           const std::vector<std::string>& configs,
                                           const CompareOptions& options = {});

@@ -1,8 +1,13 @@
 // Would it fit: the smallest simulated device a plan replays on without an out-of-memory
 // error, and several settings replayed side by side.
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <future>
 #include <limits>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
@@ -63,21 +68,45 @@ FitResult fit_capacity(const ReplayPlan& plan, const FitOptions& options) {
 Comparison compare_settings(const TorchSnapshot& snapshot, const std::vector<std::string>& configs,
                             const CompareOptions& options) {
   const ReplayPlan plan = build_replay_plan(snapshot, options.device);
+  std::vector<AllocatorConfig> parsed;  // every string checked before any replay starts
+  parsed.reserve(configs.size());
+  for (const std::string& text : configs) parsed.push_back(AllocatorConfig::parse(text));
   Comparison out;
-  for (const std::string& text : configs) {
+  out.rows.resize(configs.size());
+  const auto run_row = [&](std::size_t i) {
     ReplayOptions o;
-    o.config = AllocatorConfig::parse(text);
+    o.config = parsed[i];
     o.capacity = options.capacity;
     o.top_sites = options.top_sites;
-    ComparisonRow row{replay(plan, o), std::nullopt};
+    ComparisonRow& row = out.rows[i];
+    row.replay = replay(plan, o);
     explain_with_trace(snapshot, plan, row.replay, options.top_sites);
-    row.replay.config = text;  // as the user wrote it
+    row.replay.config = configs[i];  // as the user wrote it
     if (options.fit) {
       row.fit = fit_capacity(plan, {o.config, options.fit_precision, 0});
-      row.fit->config = text;
+      row.fit->config = configs[i];
     }
-    out.rows.push_back(std::move(row));
+  };
+  // The rows are independent (each its own allocator and device; the plan and the snapshot are
+  // only read), so they run side by side on the machine's cores; results do not depend on it.
+  const std::size_t workers = std::min<std::size_t>(
+      configs.size(), std::max<std::size_t>(1, std::thread::hardware_concurrency()));
+  std::atomic<std::size_t> next{0};
+  std::vector<std::future<void>> running;
+  for (std::size_t w = 0; w < workers; ++w) {
+    running.push_back(std::async(std::launch::async, [&] {
+      for (std::size_t i = next++; i < configs.size(); i = next++) run_row(i);
+    }));
   }
+  std::exception_ptr failure;
+  for (std::future<void>& f : running) {
+    try {
+      f.get();
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
   return out;
 }
 

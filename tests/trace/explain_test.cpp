@@ -240,6 +240,15 @@ TEST(Explain, SettingsSideBySide) {
     EXPECT_TRUE(row.fit->fits);
     EXPECT_FALSE(row.replay.top_sites.empty());
   }
+  for (std::size_t i = 0; i < c.rows.size(); ++i) {  // rows run in parallel: same results
+    ReplayOptions o;
+    o.config = AllocatorConfig::parse(c.rows[i].replay.config);
+    o.capacity = GiB;
+    const ReplayResult alone = replay_trace(s, 0, o);
+    EXPECT_EQ(c.rows[i].replay.peak_reserved, alone.peak_reserved);
+    EXPECT_EQ(c.rows[i].replay.peak.op, alone.peak.op);
+    EXPECT_EQ(c.rows[i].replay.num_device_alloc, alone.num_device_alloc);
+  }
   const std::string table = c.table();
   EXPECT_NE(table.find("default"), std::string::npos) << table;
   EXPECT_NE(table.find("max_split_size_mb:20"), std::string::npos) << table;

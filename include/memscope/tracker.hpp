@@ -25,6 +25,10 @@
 // "init" stage the caller runs); its metrics and before_init_mem_{label} (the value at
 // construction) are added by the first update_metrics() call, as the Trainer does.
 //
+// While a stage runs, its name is the starting thread's trace tag (trace_tag.hpp), so events an
+// allocator records carry it; stopping it restores the tag it replaced (stages nest; a stage
+// stopped out of order or on another thread leaves the current tag alone).
+//
 // Skipping (TrackerOptions::skip_memory_metrics, or MEMSCOPE_SKIP_MEMORY_METRICS=1) makes
 // every call return at once: no sources are opened and no metrics are produced.
 //

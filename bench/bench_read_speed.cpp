@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <exception>
 #include <fstream>
 #include <sstream>
@@ -20,6 +19,7 @@
 
 #include "memscope/pickle.hpp"
 #include "memscope/trace.hpp"
+#include "run_command.hpp"
 
 namespace {
 
@@ -45,16 +45,8 @@ Rate mb_per_s(std::size_t bytes, double seconds, F&& read_once) {
 
 std::string python_figure(const std::string& python, const std::string& path, double seconds) {
   const std::string script = std::string(MEMSCOPE_BENCH_DIR) + "/pickle_loads_speed.py";
-  const std::string command =
-      fmt::format("'{}' '{}' '{}' {} 2>/dev/null", python, script, path, seconds);
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return "";
-  std::string out;
-  char buffer[256];
-  while (fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
-  if (pclose(pipe) != 0) return "";
-  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
-  return out;
+  return memscope::bench::run_command(
+      fmt::format("'{}' '{}' '{}' {} 2>/dev/null", python, script, path, seconds));
 }
 
 }  // namespace

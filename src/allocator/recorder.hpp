@@ -31,7 +31,10 @@ class Recorder {
   // Stopped: nothing more is recorded, but the stacks of blocks still live are forgotten as
   // they are freed (so a later snapshot shows no stale stack at a reused address).
   [[nodiscard]] bool active() const noexcept { return active_; }
-  void stop() noexcept { active_ = false; }
+  void stop() noexcept {
+    active_ = false;
+    clock_.freeze();  // exports of the stopped log convert times identically
+  }
   // Whether frees must still be reported (active, or block stacks left to forget).
   [[nodiscard]] bool wants_frees() const noexcept { return active_ || !live_stacks_.empty(); }
 

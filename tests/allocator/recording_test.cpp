@@ -236,6 +236,22 @@ TEST(Recording, OffRecordsNothingAndStopKeepsTheLog) {
   EXPECT_TRUE(testing::allocator_consistent(allocator));
 }
 
+// Regression: times were converted with a clock reading taken at each export, so two exports of
+// the same stopped log differed by up to a microsecond.
+TEST(Recording, ExportsOfAStoppedLogAreIdentical) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(GiB), AllocatorConfig{});
+  allocator.start_recording();
+  for (std::size_t i = 0; i < 200; ++i) allocator.deallocate(allocator.allocate(4096 + 512 * i));
+  allocator.stop_recording();
+  const auto first = events_of(allocator.recorded_snapshot());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const auto second = events_of(allocator.recorded_snapshot());
+  ASSERT_EQ(first.size(), second.size());
+  ASSERT_FALSE(first.empty());
+  for (std::size_t i = 0; i < first.size(); ++i)
+    EXPECT_EQ(first[i].time_us, second[i].time_us) << i;
+}
+
 TEST(Recording, ZeroEntriesIsAUsageError) {
   CachingAllocator allocator(std::make_shared<SimulatedBackend>(GiB), AllocatorConfig{});
   EXPECT_THROW(allocator.start_recording({.max_entries = 0}), UsageError);

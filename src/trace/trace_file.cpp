@@ -24,7 +24,7 @@ bool is_space(char c) {
 // GLOBAL ('c') and INST ('i') are included so that such a pickle is refused by the reader with
 // its own message, not called unknown.
 bool starts_protocol0_pickle(char c) {
-  constexpr std::string_view kFirst = "(]}):NIJKLMFGSTUVXBCcid";
+  constexpr std::string_view kFirst = "(]})NIJKLMFGSTUVXBCcid";
   return kFirst.find(c) != std::string_view::npos;
 }
 

@@ -309,6 +309,7 @@ TEST(TraceFormatDetection, ByContent) {
   EXPECT_EQ(detect_trace_format("\"Thread\",\"Time\""), TraceFormat::rmm_log);
   EXPECT_EQ(detect_trace_format(""), TraceFormat::unknown);
   EXPECT_EQ(detect_trace_format("hello"), TraceFormat::unknown);
+  EXPECT_EQ(detect_trace_format(":x"), TraceFormat::unknown);  // not a pickle opcode
   EXPECT_EQ(detect_trace_format("\x7f"
                                 "ELF"),
             TraceFormat::unknown);

@@ -256,7 +256,25 @@ void bind_trace(nb::module_& m) {
           nb::arg("config") = "", nb::arg("precision") = "2MiB", nb::arg("device") = 0,
           nb::arg("max_capacity") = nb::none(),
           "The smallest simulated device the trace replays on without an out-of-memory error, "
-          "to `precision` (default: up to 4x the peak reserved on an unlimited device).");
+          "to `precision` (default: up to 4x the peak reserved on an unlimited device).")
+      .def(
+          "save",
+          [](const TorchSnapshot& t, const std::filesystem::path& path) {
+            nb::gil_scoped_release unlocked;
+            write_torch_snapshot(t, path);
+          },
+          nb::arg("path"),
+          "Writes the trace as a PyTorch snapshot, atomically: JSON when the path ends in .json, "
+          "else a protocol-4 pickle (what torch.cuda.memory._dump_snapshot writes).")
+      .def(
+          "to_pickle",
+          [](const TorchSnapshot& t, int protocol) {
+            const std::string bytes = torch_snapshot_pickle(t, protocol);
+            return nb::bytes(bytes.data(), bytes.size());
+          },
+          nb::arg("protocol") = 4,
+          "The snapshot as pickle bytes (protocol 2, 3 or 4; PyTorch's viewer cannot read 5).")
+      .def("to_json", &torch_snapshot_json, "The snapshot as JSON text.");
 
   m.def(
       "load_trace",

@@ -4,6 +4,8 @@ tests/data (its README gives the reference numbers) is part of the repository.""
 
 from __future__ import annotations
 
+import json
+import pickle
 from pathlib import Path
 
 import pytest
@@ -164,3 +166,21 @@ def test_a_dumped_recording_loads_and_replays_the_same(tmp_path: Path) -> None:
             direct.peak_reserved, direct.peak_live, direct.peak.op)
     for p in kept[1::2]:
         alloc.free(p)
+
+
+@pytest.mark.parametrize("protocol", [2, 3, 4])
+def test_saved_and_serialized_traces_are_the_same_snapshot(
+    real: memscope.Trace, tmp_path: Path, protocol: int
+) -> None:
+    data = pickle.loads(real.to_pickle(protocol))
+    assert set(data) >= {"segments", "device_traces"}
+    assert len(data["segments"]) == real.segments
+    assert [len(d) for d in data["device_traces"]] == real.events
+    assert json.loads(real.to_json()) == json.loads(json.dumps(data))  # tuples become lists
+    for name in ("t.pickle", "t.json"):
+        real.save(tmp_path / name)
+        again = memscope.load_trace(tmp_path / name)
+        assert again.events == real.events and again.segments == real.segments
+        assert str(again.replay()) == str(real.replay())
+    with pytest.raises(memscope.UsageError, match="protocol"):
+        real.to_pickle(5)

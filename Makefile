@@ -35,6 +35,12 @@ bench: build
 	@if [ -x build/bench/memscope_bench_jemalloc ]; then ./build/bench/memscope_bench_jemalloc \
 	  --benchmark_out=build/bench-results-jemalloc.json --benchmark_out_format=json; fi
 	@python3 bench/summarize.py build/bench-results*.json > build/bench-summary.md
+	@# Traces (docs/benchmarks.md: Recording, Writing snapshots, Reading traces, Replay): each
+	@# measures its Python peer in the same run.
+	@./build/bench/memscope_bench_recording 200000 5
+	@./build/bench/memscope_write_speed --seconds 1
+	@./build/bench/memscope_read_speed --seconds 1
+	@./build/bench/memscope_replay_speed --repeat 3
 
 # Every libFuzzer target for FUZZ_SECONDS each (new inputs it finds go to build-fuzz/corpus-*).
 FUZZ_TARGETS := config size pickle rmm_log snapshot_json

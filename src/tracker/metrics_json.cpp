@@ -9,9 +9,9 @@
 #include <string_view>
 #include <utility>
 
+#include "common/atomic_file.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
-#include "common/atomic_file.hpp"
 
 namespace memscope {
 namespace {

@@ -11,9 +11,9 @@
 
 #include <gtest/gtest.h>
 
+#include "common/atomic_file.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
-#include "common/atomic_file.hpp"
 
 namespace memscope {
 namespace {

@@ -79,6 +79,8 @@ int main(int argc, char** argv) {
     const Rate snapshot = mb_per_s(data.size(), seconds, [&] {
       (void)memscope::read_torch_snapshot(memscope::read_pickle(data, path), path);
     });
+    const Rate direct = mb_per_s(data.size(), seconds,
+                                 [&] { (void)memscope::read_torch_snapshot_pickle(data, path); });
     const memscope::TorchSnapshot s = memscope::read_torch_snapshot(memscope::read_pickle(data));
     std::size_t events = 0;
     for (const auto& trace : s.device_traces) events += trace.size();
@@ -90,6 +92,8 @@ int main(int argc, char** argv) {
                pickle_only.best);
     fmt::print("| memscope read_pickle + read_torch_snapshot | {:.0f} | {:.0f} |\n",
                snapshot.median, snapshot.best);
+    fmt::print("| memscope read_torch_snapshot_pickle (no PickleValue) | {:.0f} | {:.0f} |\n",
+               direct.median, direct.best);
     const std::string py = python_figure(python, path, seconds);
     if (py.empty()) {
       fmt::print("| Python pickle.loads | (no Python) | |\n");

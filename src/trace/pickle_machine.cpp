@@ -253,6 +253,70 @@ void PickleMachine::too_many_items() const {
                       " items (an object shared many times over; PickleLimits::max_tree_items)");
 }
 
+void PickleMachine::too_deep() const {
+  throw PickleProblem("the value nests containers deeper than " + std::to_string(max_depth_) +
+                      " levels (PickleLimits::max_depth)");
+}
+
+void PickleMachine::recursive(PickleKind kind) {
+  throw PickleProblem(std::string("the value is recursive (a ") + python_type_name(kind) +
+                      " contains itself); only acyclic plain data is read");
+}
+
+bool PickleMachine::enter(Stage& stage, const Shape& walked, PickleKind kind, std::size_t depth,
+                          Shape& shape) const {
+  if (stage == Stage::building) recursive(kind);
+  if (stage == Stage::built) {  // shared: reuse it, but it still counts for the nesting
+    if (depth + walked.height > max_depth_) too_deep();
+    shape = walked;
+    return false;
+  }
+  if (depth >= max_depth_) too_deep();
+  stage = Stage::building;
+  return true;
+}
+
+void PickleMachine::check(const Ref& root) {
+  checked_sequences_.assign(sequences_.size(), Checked{});
+  checked_dicts_.assign(dicts_.size(), Checked{});
+  Shape shape;
+  check_into(root, 0, shape);
+}
+
+// build_into()'s walk and checks, in the same order, without the values.
+void PickleMachine::check_into(const Ref& ref, std::size_t depth, Shape& shape) {
+  shape = Shape{};
+  if (ref.kind != PickleKind::tuple && ref.kind != PickleKind::list &&
+      ref.kind != PickleKind::dict) {
+    return;
+  }
+  const bool is_dict = ref.kind == PickleKind::dict;
+  Checked& node = is_dict ? checked_dicts_[ref.index()] : checked_sequences_[ref.index()];
+  if (!enter(node.stage, node.shape, ref.kind, depth, shape)) return;
+  Shape total{1, 1};
+  Shape child;
+  const auto add = [&](const Ref& item) {
+    if (item.kind == PickleKind::tuple || item.kind == PickleKind::list ||
+        item.kind == PickleKind::dict) {
+      check_into(item, depth + 1, child);
+      add_child(total, child);
+    } else {
+      add_child(total, Shape{});  // a scalar: one item
+    }
+  };
+  if (is_dict) {
+    for (const auto& [key, value] : dicts_[ref.index()].items) {
+      add(key);
+      add(value);
+    }
+  } else {
+    for (const Ref& item : sequences_[ref.index()].items) add(item);
+  }
+  node.shape = total;
+  node.stage = Stage::built;
+  shape = total;
+}
+
 // Builds into `out` (a None): values are made in place, never moved from a temporary.
 void PickleMachine::build_into(const Ref& ref, std::size_t depth, Shape& shape, PickleValue& out) {
   shape = Shape{};
@@ -281,25 +345,13 @@ void PickleMachine::build_into(const Ref& ref, std::size_t depth, Shape& shape, 
     case PickleKind::dict:
       break;
   }
-  const auto too_deep = [this] {
-    return PickleProblem("the value nests containers deeper than " + std::to_string(max_depth_) +
-                         " levels (PickleLimits::max_depth)");
-  };
   const bool is_dict = ref.kind == PickleKind::dict;
   // The vectors are sized once in build(root): this reference stays valid while recursing.
   Built& node = is_dict ? built_dicts_[ref.index()] : built_sequences_[ref.index()];
-  if (node.stage == Stage::building) {
-    throw PickleProblem(std::string("the value is recursive (a ") + python_type_name(ref.kind) +
-                        " contains itself); only acyclic plain data is read");
-  }
-  if (node.stage == Stage::built) {  // shared: reuse it, but it still counts for the nesting
-    if (depth + node.shape.height > max_depth_) throw too_deep();
-    shape = node.shape;
+  if (!enter(node.stage, node.shape, ref.kind, depth, shape)) {
     out = node.value;
     return;
   }
-  if (depth >= max_depth_) throw too_deep();
-  node.stage = Stage::building;
   Shape total{1, 1};
   Shape child;
   if (is_dict) {

@@ -99,6 +99,20 @@ class PickleMachine {
 
   // The finished value `root`; shared objects stay shared, cycles are refused.
   [[nodiscard]] PickleValue build(const Ref& root);
+  // The checks of build() without building: cycles, max_depth and max_tree_items, with the same
+  // errors, so a reader can then walk the graph in place (below) within the same bounds.
+  void check(const Ref& root);
+
+  // ---- the graph in place, for readers that skip build(); valid until the machine dies ----
+  [[nodiscard]] const std::string& string_at(const Ref& ref) const noexcept {
+    return strings_[ref.index()];
+  }
+  [[nodiscard]] const std::vector<Ref>& sequence_items(const Ref& ref) const noexcept {
+    return sequences_[ref.index()].items;
+  }
+  [[nodiscard]] const std::vector<std::pair<Ref, Ref>>& dict_items(const Ref& ref) const noexcept {
+    return dicts_[ref.index()].items;
+  }
 
  private:
   struct Sequence {
@@ -144,6 +158,14 @@ class PickleMachine {
     if (total.items > max_tree_items_) too_many_items();
   }
   [[noreturn]] void too_many_items() const;
+  [[noreturn]] void too_deep() const;
+  [[noreturn]] static void recursive(PickleKind kind);
+  void check_into(const Ref& ref, std::size_t depth, Shape& shape);
+  enum class Stage : std::uint8_t { unbuilt, building, built };
+  // A container met by build_into() or check_into(): false when it was walked before (`shape`
+  // becomes its shape, checked against the depth); throws for a cycle or nesting too deep.
+  bool enter(Stage& stage, const Shape& walked, PickleKind kind, std::size_t depth,
+             Shape& shape) const;
   void memo_get_sparse(std::uint64_t index);
 
   std::size_t max_bytes_;
@@ -162,7 +184,6 @@ class PickleMachine {
   std::vector<Sequence> sequences_;  // tuples and lists
   std::vector<Dict> dicts_;
   // build()'s progress per container: a container met again while it is being built is a cycle.
-  enum class Stage : std::uint8_t { unbuilt, building, built };
   struct Built {
     Stage stage = Stage::unbuilt;
     Shape shape;
@@ -170,6 +191,12 @@ class PickleMachine {
   };
   std::vector<Built> built_sequences_;
   std::vector<Built> built_dicts_;
+  struct Checked {
+    Stage stage = Stage::unbuilt;
+    Shape shape;
+  };
+  std::vector<Checked> checked_sequences_;  // check()'s progress, as build()'s above
+  std::vector<Checked> checked_dicts_;
 };
 
 }  // namespace memscope::detail

@@ -2,6 +2,7 @@
 // applies it to the PickleMachine, and refuses code opcodes before they do anything.
 #include <array>
 #include <bit>
+#include <functional>
 #include <string>
 
 #include "memscope/errors.hpp"
@@ -10,6 +11,7 @@
 #include "trace/pickle_input.hpp"
 #include "trace/pickle_machine.hpp"
 #include "trace/pickle_opcodes.hpp"
+#include "trace/pickle_run.hpp"
 #include "trace/pickle_text.hpp"
 #include "trace/read_file.hpp"
 
@@ -263,38 +265,48 @@ bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m, Ref& root) {
 }
 
 }  // namespace
-}  // namespace detail
 
-PickleValue read_pickle(std::string_view data, std::string_view source,
-                        const PickleLimits& limits) {
-  using detail::PickleProblem;
-  const std::size_t budget = limits.max_bytes != 0
-                                 ? limits.max_bytes
-                                 : detail::kBaseBudget + detail::kBudgetPerInputByte * data.size();
-  detail::PickleInput in(data);
-  const std::uint64_t tree_items =
-      limits.max_tree_items != 0
-          ? limits.max_tree_items
-          : detail::kBaseTreeItems + detail::kTreeItemsPerInputByte * data.size();
-  detail::PickleMachine machine(budget, limits.max_depth, tree_items);
+void run_pickle(std::string_view data, std::string_view source, const PickleLimits& limits,
+                const std::function<void(PickleMachine&, const Ref&)>& at_stop) {
+  const std::size_t budget =
+      limits.max_bytes != 0 ? limits.max_bytes : kBaseBudget + kBudgetPerInputByte * data.size();
+  PickleInput in(data);
+  const std::uint64_t tree_items = limits.max_tree_items != 0
+                                       ? limits.max_tree_items
+                                       : kBaseTreeItems + kTreeItemsPerInputByte * data.size();
+  PickleMachine machine(budget, limits.max_depth, tree_items);
   std::size_t offset = 0;
   std::uint8_t byte = 0;
   try {
-    detail::Ref root;
+    Ref root;
     while (true) {
       offset = in.offset();
       if (in.at_end()) break;
       byte = in.next_byte();
-      if (detail::execute(byte, in, machine, root)) return machine.build(root);
+      if (execute(byte, in, machine, root)) {
+        at_stop(machine, root);
+        return;
+      }
     }
   } catch (const PickleProblem& problem) {
-    throw TraceFormatError(std::string(source) + ": " + detail::describe_opcode(byte) +
-                           " at byte " + std::to_string(offset) + ": " + problem.what());
+    throw TraceFormatError(std::string(source) + ": " + describe_opcode(byte) + " at byte " +
+                           std::to_string(offset) + ": " + problem.what());
   }
   throw TraceFormatError(std::string(source) + ": " +
                          (data.empty() ? std::string("empty input, not a pickle")
                                        : "input ends at byte " + std::to_string(data.size()) +
                                              " before the STOP opcode (truncated file?)"));
+}
+
+}  // namespace detail
+
+PickleValue read_pickle(std::string_view data, std::string_view source,
+                        const PickleLimits& limits) {
+  PickleValue out;
+  detail::run_pickle(
+      data, source, limits,
+      [&out](detail::PickleMachine& m, const detail::Ref& root) { out = m.build(root); });
+  return out;
 }
 
 PickleValue read_pickle_file(const std::filesystem::path& path, const PickleLimits& limits) {

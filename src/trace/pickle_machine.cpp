@@ -146,6 +146,18 @@ void PickleMachine::set_item(const Ref& dict, const Ref& key, const Ref& value) 
   Dict& d = dicts_[dict.index()];
   const bool scalar =
       key.kind != PickleKind::tuple && key.kind != PickleKind::list && key.kind != PickleKind::dict;
+  if (d.index == nullptr && key.kind == PickleKind::string && d.items.size() < kScannedKeys) {
+    // The common case: a str key (interned) equals only the str key of the same index.
+    for (auto& [k, v] : d.items) {
+      if (k.kind == PickleKind::string && k.bits == key.bits) {
+        v = value;  // Python keeps the first key and the last value
+        return;
+      }
+    }
+    charge(sizeof(std::pair<Ref, Ref>));
+    d.items.emplace_back(key, value);
+    return;
+  }
   if (d.index == nullptr && scalar && d.items.size() < kScannedKeys) {
     for (auto& [k, v] : d.items) {
       if (same_scalar_key(k, key)) {

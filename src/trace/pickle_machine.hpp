@@ -41,7 +41,7 @@ class PickleMachine {
   PickleMachine(std::size_t max_bytes, std::size_t max_depth, std::uint64_t max_tree_items);
 
   // ---- stack and marks (a pop never reaches below the innermost mark) ----
-  void push(const Ref& ref) {
+  [[gnu::always_inline]] void push(const Ref& ref) {
     charge(sizeof(Ref));
     stack_.push_back(ref);
   }
@@ -88,8 +88,17 @@ class PickleMachine {
 
   // ---- memo ----
   void memo_put(std::uint64_t index);  // the top of the stack
-  void memoize() { memo_put(memo_count_); }
-  void memo_get(std::uint64_t index) {  // pushes
+  void memoize() {
+    if (memo_count_ == memo_.size() && stack_.size() > fence()) {
+      // The common case, inline: every slot so far is set, and this one goes at the end.
+      charge(sizeof(MemoSlot));
+      memo_.push_back(MemoSlot{stack_.back(), true});
+      ++memo_count_;
+      return;
+    }
+    memo_put(memo_count_);
+  }
+  [[gnu::always_inline]] void memo_get(std::uint64_t index) {  // pushes
     if (index < memo_.size() && memo_[index].set) {
       push(memo_[index].ref);
     } else {

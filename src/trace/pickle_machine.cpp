@@ -132,18 +132,23 @@ void PickleMachine::index_dict(Dict& d) {
   }
 }
 
-void PickleMachine::reserve_items(const Ref& dict, std::size_t n) {
-  if (dict.kind != PickleKind::dict) return;  // set_item() says what is wrong
+void PickleMachine::set_items(const Ref& dict, const Ref* pairs, std::size_t n) {
+  if (n == 0) return;
+  if (dict.kind != PickleKind::dict) set_item(dict, pairs[0], pairs[1]);  // says what is wrong
+  Dict& d = dicts_[dict.index()];
   // Not charged: set_item() charges each item, and the n pairs are on the stack already.
-  std::vector<std::pair<Ref, Ref>>& items = dicts_[dict.index()].items;
-  items.reserve(items.size() + n);
+  d.items.reserve(d.items.size() + n);
+  for (std::size_t i = 0; i < n; ++i) set_item(d, pairs[2 * i], pairs[2 * i + 1]);
 }
 
 void PickleMachine::set_item(const Ref& dict, const Ref& key, const Ref& value) {
   if (dict.kind != PickleKind::dict) {
     throw PickleProblem(std::string("cannot set an item of a ") + python_type_name(dict.kind));
   }
-  Dict& d = dicts_[dict.index()];
+  set_item(dicts_[dict.index()], key, value);
+}
+
+void PickleMachine::set_item(Dict& d, const Ref& key, const Ref& value) {
   const bool scalar =
       key.kind != PickleKind::tuple && key.kind != PickleKind::list && key.kind != PickleKind::dict;
   if (d.index == nullptr && key.kind == PickleKind::string && d.items.size() < kScannedKeys) {
@@ -312,8 +317,8 @@ void PickleMachine::check_into(const Ref& ref, std::size_t depth, Shape& shape) 
         item.kind == PickleKind::dict) {
       check_into(item, depth + 1, child);
       add_child(total, child);
-    } else {
-      add_child(total, Shape{});  // a scalar: one item
+    } else if (++total.items > max_tree_items_) {  // a scalar: add_child() of one item
+      too_many_items();
     }
   };
   if (is_dict) {

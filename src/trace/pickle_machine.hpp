@@ -83,8 +83,8 @@ class PickleMachine {
   [[nodiscard]] Ref make_dict();
   void append(const Ref& list, const Ref* items, std::size_t n);
   void set_item(const Ref& dict, const Ref& key, const Ref& value);
-  // Room for `n` more items in `dict` (SETITEMS knows its count): one allocation, not several.
-  void reserve_items(const Ref& dict, std::size_t n);
+  // set_item() for `n` key/value pairs in a row (SETITEMS, DICT): one allocation, not several.
+  void set_items(const Ref& dict, const Ref* pairs, std::size_t n);
 
   // ---- memo ----
   void memo_put(std::uint64_t index);  // the top of the stack
@@ -152,6 +152,7 @@ class PickleMachine {
   // Python's == for scalar keys (str and bytes are interned, so equal means the same index).
   [[nodiscard]] static bool same_scalar_key(const Ref& a, const Ref& b) noexcept;
   void index_dict(Dict& d);
+  void set_item(Dict& d, const Ref& key, const Ref& value);
   // The size of a value walked as a tree: containers nested in it, including itself (0 for a
   // scalar), and items counting every appearance of a shared object.
   struct Shape {

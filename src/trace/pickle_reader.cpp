@@ -47,9 +47,7 @@ std::string utf8(std::string_view payload) {
 void set_items_from(PickleMachine& m, const Ref& dict, std::size_t start) {
   const std::size_t n = m.stack_size() - start;
   if (n % 2 != 0) throw PickleProblem("odd number of items for a dict");
-  m.reserve_items(dict, n / 2);
-  const Ref* items = m.items_from(start);
-  for (std::size_t i = 0; i < n; i += 2) m.set_item(dict, items[i], items[i + 1]);
+  m.set_items(dict, m.items_from(start), n / 2);
   m.truncate(start);
 }
 
@@ -273,8 +271,9 @@ Ref sequence_from(PickleMachine& m, std::size_t start, bool is_tuple) {
 
 }  // namespace
 
-void run_pickle(std::string_view data, std::string_view source, const PickleLimits& limits,
-                const std::function<void(PickleMachine&, const Ref&)>& at_stop) {
+[[gnu::flatten]] void run_pickle(std::string_view data, std::string_view source,
+                                 const PickleLimits& limits,
+                                 const std::function<void(PickleMachine&, const Ref&)>& at_stop) {
   const std::size_t budget =
       limits.max_bytes != 0 ? limits.max_bytes : kBaseBudget + kBudgetPerInputByte * data.size();
   PickleInput in(data);

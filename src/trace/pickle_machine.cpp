@@ -66,8 +66,9 @@ Ref PickleMachine::make_string(std::string_view text, bool is_bytes) {
   if (found != index.end()) {
     at = found->second;
   } else {
-    charge(sizeof(std::string) + text.size() + kMapEntryBytes);
+    charge(sizeof(std::string) + sizeof(const std::string*) + text.size() + kMapEntryBytes);
     strings_.emplace_back(text);
+    string_ptrs_.push_back(&strings_.back());
     at = strings_.size() - 1;
     index.emplace(strings_.back(), at);
   }
@@ -212,7 +213,7 @@ void PickleMachine::key_code(const Ref& key, std::size_t depth, std::string& out
       return;
     case PickleKind::string:
     case PickleKind::bytes: {
-      const std::string& s = strings_[key.index()];
+      const std::string& s = *string_ptrs_[key.index()];
       charge(s.size());
       out.push_back(key.kind == PickleKind::string ? 'S' : 'B');
       append_u64(out, s.size());
@@ -350,12 +351,12 @@ void PickleMachine::build_into(const Ref& ref, std::size_t depth, Shape& shape, 
       out.data.emplace<double>(ref.real());
       return;
     case PickleKind::string:
-      charge(strings_[ref.index()].size());
-      out.data.emplace<std::string>(strings_[ref.index()]);
+      charge(string_ptrs_[ref.index()]->size());
+      out.data.emplace<std::string>(*string_ptrs_[ref.index()]);
       return;
     case PickleKind::bytes:
-      charge(strings_[ref.index()].size());
-      out.data.emplace<PickleBytes>(PickleBytes{strings_[ref.index()]});
+      charge(string_ptrs_[ref.index()]->size());
+      out.data.emplace<PickleBytes>(PickleBytes{*string_ptrs_[ref.index()]});
       return;
     case PickleKind::tuple:
     case PickleKind::list:

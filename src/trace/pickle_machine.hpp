@@ -114,7 +114,7 @@ class PickleMachine {
 
   // ---- the graph in place, for readers that skip build(); valid until the machine dies ----
   [[nodiscard]] const std::string& string_at(const Ref& ref) const noexcept {
-    return strings_[ref.index()];
+    return *string_ptrs_[ref.index()];
   }
   [[nodiscard]] const std::vector<Ref>& sequence_items(const Ref& ref) const noexcept {
     return sequences_[ref.index()].items;
@@ -189,6 +189,7 @@ class PickleMachine {
   std::unordered_map<std::uint64_t, Ref> sparse_memo_;
   std::uint64_t memo_count_ = 0;     // entries stored: MEMOIZE's next index
   std::deque<std::string> strings_;  // str (UTF-8) and bytes payloads; addresses stay put
+  std::vector<const std::string*> string_ptrs_;  // strings_[i], without the deque's arithmetic
   std::unordered_map<std::string_view, std::size_t> str_index_;  // interning
   std::unordered_map<std::string_view, std::size_t> bytes_index_;
   std::vector<Sequence> sequences_;  // tuples and lists

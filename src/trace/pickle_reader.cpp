@@ -38,9 +38,10 @@ std::uint64_t signed_length(std::int32_t n) {
   return static_cast<std::uint64_t>(n);
 }
 
-std::string utf8(std::string_view payload) {
+// The payload, checked (no copy: make_string() copies it once, if it is new).
+std::string_view utf8(std::string_view payload) {
   check_utf8(payload);
-  return std::string(payload);
+  return payload;
 }
 
 // SETITEMS and DICT: the key/value pairs above the innermost mark go into `dict`.
@@ -159,14 +160,14 @@ Ref sequence_from(PickleMachine& m, std::size_t start, bool is_tuple) {
       m.push(m.make_string(utf8(in.bytes(in.uint_le(8))), false));
       return false;
     case Op::kShortBinbytes:
-      m.push(m.make_string(std::string(in.bytes(in.uint_le(1))), true));
+      m.push(m.make_string(in.bytes(in.uint_le(1)), true));
       return false;
     case Op::kBinbytes:
-      m.push(m.make_string(std::string(in.bytes(in.uint_le(4))), true));
+      m.push(m.make_string(in.bytes(in.uint_le(4)), true));
       return false;
     case Op::kBinbytes8:
     case Op::kBytearray8:
-      m.push(m.make_string(std::string(in.bytes(in.uint_le(8))), true));
+      m.push(m.make_string(in.bytes(in.uint_le(8)), true));
       return false;
     case Op::kEmptyList:
       m.push(m.make_sequence(nullptr, 0, false));

@@ -2,7 +2,10 @@
 // on the same bytes, measured in the same run.
 //
 //   memscope_read_speed [snapshot.pickle] [--seconds S] [--python PYTHON]
+//   memscope_read_speed [snapshot.pickle] --reads N --only pickle|snapshot|direct
 //
+// The second form reads N times with one reader and prints nothing: for callgrind, where the
+// instructions of one read are (those of N = 4 minus those of N = 1) / 3.
 // Each figure is MB/s (10^6 bytes of input per second) over repeated reads for about S seconds
 // (default 2): the median, and the best, which a busy machine disturbs least. The file is read
 // into memory once; only the parsing is timed. Python's figures come from
@@ -55,10 +58,16 @@ int main(int argc, char** argv) {
   std::string path = MEMSCOPE_REAL_TRACE;
   std::string python = "python3";
   double seconds = 2.0;
+  int reads = 0;  // --reads: a fixed number of reads with the reader named by --only
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--seconds" && i + 1 < argc) {
       seconds = std::stod(argv[++i]);
+    } else if (arg == "--reads" && i + 1 < argc) {
+      reads = std::stoi(argv[++i]);
+    } else if (arg == "--only" && i + 1 < argc) {
+      only = argv[++i];
     } else if (arg == "--python" && i + 1 < argc) {
       python = argv[++i];
     } else {
@@ -74,11 +83,28 @@ int main(int argc, char** argv) {
       fmt::print(stderr, "memscope_read_speed: cannot read {}\n", path);
       return 1;
     }
+    if (reads > 0) {
+      for (int i = 0; i < reads; ++i) {
+        if (only == "pickle") {
+          (void)memscope::read_pickle(data, path);
+        } else if (only == "snapshot") {
+          (void)memscope::read_torch_snapshot(memscope::read_pickle(data, path), path);
+        } else if (only == "direct") {
+          (void)memscope::read_torch_snapshot_pickle(data, path);
+        } else {
+          fmt::print(stderr, "memscope_read_speed: --only pickle, snapshot or direct\n");
+          return 1;
+        }
+      }
+      return 0;
+    }
     const Rate pickle_only =
         mb_per_s(data.size(), seconds, [&] { (void)memscope::read_pickle(data, path); });
     const Rate snapshot = mb_per_s(data.size(), seconds, [&] {
       (void)memscope::read_torch_snapshot(memscope::read_pickle(data, path), path);
     });
+    const Rate direct = mb_per_s(data.size(), seconds,
+                                 [&] { (void)memscope::read_torch_snapshot_pickle(data, path); });
     const memscope::TorchSnapshot s = memscope::read_torch_snapshot(memscope::read_pickle(data));
     std::size_t events = 0;
     for (const auto& trace : s.device_traces) events += trace.size();
@@ -90,6 +116,8 @@ int main(int argc, char** argv) {
                pickle_only.best);
     fmt::print("| memscope read_pickle + read_torch_snapshot | {:.0f} | {:.0f} |\n",
                snapshot.median, snapshot.best);
+    fmt::print("| memscope read_torch_snapshot_pickle (no PickleValue) | {:.0f} | {:.0f} |\n",
+               direct.median, direct.best);
     const std::string py = python_figure(python, path, seconds);
     if (py.empty()) {
       fmt::print("| Python pickle.loads | (no Python) | |\n");

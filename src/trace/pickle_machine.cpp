@@ -66,8 +66,9 @@ Ref PickleMachine::make_string(std::string_view text, bool is_bytes) {
   if (found != index.end()) {
     at = found->second;
   } else {
-    charge(sizeof(std::string) + text.size() + kMapEntryBytes);
+    charge(sizeof(std::string) + sizeof(const std::string*) + text.size() + kMapEntryBytes);
     strings_.emplace_back(text);
+    string_ptrs_.push_back(&strings_.back());
     at = strings_.size() - 1;
     index.emplace(strings_.back(), at);
   }
@@ -132,20 +133,37 @@ void PickleMachine::index_dict(Dict& d) {
   }
 }
 
-void PickleMachine::reserve_items(const Ref& dict, std::size_t n) {
-  if (dict.kind != PickleKind::dict) return;  // set_item() says what is wrong
+void PickleMachine::set_items(const Ref& dict, const Ref* pairs, std::size_t n) {
+  if (n == 0) return;
+  if (dict.kind != PickleKind::dict) set_item(dict, pairs[0], pairs[1]);  // says what is wrong
+  Dict& d = dicts_[dict.index()];
   // Not charged: set_item() charges each item, and the n pairs are on the stack already.
-  std::vector<std::pair<Ref, Ref>>& items = dicts_[dict.index()].items;
-  items.reserve(items.size() + n);
+  d.items.reserve(d.items.size() + n);
+  for (std::size_t i = 0; i < n; ++i) set_item(d, pairs[2 * i], pairs[2 * i + 1]);
 }
 
 void PickleMachine::set_item(const Ref& dict, const Ref& key, const Ref& value) {
   if (dict.kind != PickleKind::dict) {
     throw PickleProblem(std::string("cannot set an item of a ") + python_type_name(dict.kind));
   }
-  Dict& d = dicts_[dict.index()];
+  set_item(dicts_[dict.index()], key, value);
+}
+
+void PickleMachine::set_item(Dict& d, const Ref& key, const Ref& value) {
   const bool scalar =
       key.kind != PickleKind::tuple && key.kind != PickleKind::list && key.kind != PickleKind::dict;
+  if (d.index == nullptr && key.kind == PickleKind::string && d.items.size() < kScannedKeys) {
+    // The common case: a str key (interned) equals only the str key of the same index.
+    for (auto& [k, v] : d.items) {
+      if (k.kind == PickleKind::string && k.bits == key.bits) {
+        v = value;  // Python keeps the first key and the last value
+        return;
+      }
+    }
+    charge(sizeof(std::pair<Ref, Ref>));
+    d.items.emplace_back(key, value);
+    return;
+  }
   if (d.index == nullptr && scalar && d.items.size() < kScannedKeys) {
     for (auto& [k, v] : d.items) {
       if (same_scalar_key(k, key)) {
@@ -195,7 +213,7 @@ void PickleMachine::key_code(const Ref& key, std::size_t depth, std::string& out
       return;
     case PickleKind::string:
     case PickleKind::bytes: {
-      const std::string& s = strings_[key.index()];
+      const std::string& s = *string_ptrs_[key.index()];
       charge(s.size());
       out.push_back(key.kind == PickleKind::string ? 'S' : 'B');
       append_u64(out, s.size());
@@ -253,6 +271,70 @@ void PickleMachine::too_many_items() const {
                       " items (an object shared many times over; PickleLimits::max_tree_items)");
 }
 
+void PickleMachine::too_deep() const {
+  throw PickleProblem("the value nests containers deeper than " + std::to_string(max_depth_) +
+                      " levels (PickleLimits::max_depth)");
+}
+
+void PickleMachine::recursive(PickleKind kind) {
+  throw PickleProblem(std::string("the value is recursive (a ") + python_type_name(kind) +
+                      " contains itself); only acyclic plain data is read");
+}
+
+bool PickleMachine::enter(Stage& stage, const Shape& walked, PickleKind kind, std::size_t depth,
+                          Shape& shape) const {
+  if (stage == Stage::building) recursive(kind);
+  if (stage == Stage::built) {  // shared: reuse it, but it still counts for the nesting
+    if (depth + walked.height > max_depth_) too_deep();
+    shape = walked;
+    return false;
+  }
+  if (depth >= max_depth_) too_deep();
+  stage = Stage::building;
+  return true;
+}
+
+void PickleMachine::check(const Ref& root) {
+  checked_sequences_.assign(sequences_.size(), Checked{});
+  checked_dicts_.assign(dicts_.size(), Checked{});
+  Shape shape;
+  check_into(root, 0, shape);
+}
+
+// build_into()'s walk and checks, in the same order, without the values.
+void PickleMachine::check_into(const Ref& ref, std::size_t depth, Shape& shape) {
+  shape = Shape{};
+  if (ref.kind != PickleKind::tuple && ref.kind != PickleKind::list &&
+      ref.kind != PickleKind::dict) {
+    return;
+  }
+  const bool is_dict = ref.kind == PickleKind::dict;
+  Checked& node = is_dict ? checked_dicts_[ref.index()] : checked_sequences_[ref.index()];
+  if (!enter(node.stage, node.shape, ref.kind, depth, shape)) return;
+  Shape total{1, 1};
+  Shape child;
+  const auto add = [&](const Ref& item) {
+    if (item.kind == PickleKind::tuple || item.kind == PickleKind::list ||
+        item.kind == PickleKind::dict) {
+      check_into(item, depth + 1, child);
+      add_child(total, child);
+    } else if (++total.items > max_tree_items_) {  // a scalar: add_child() of one item
+      too_many_items();
+    }
+  };
+  if (is_dict) {
+    for (const auto& [key, value] : dicts_[ref.index()].items) {
+      add(key);
+      add(value);
+    }
+  } else {
+    for (const Ref& item : sequences_[ref.index()].items) add(item);
+  }
+  node.shape = total;
+  node.stage = Stage::built;
+  shape = total;
+}
+
 // Builds into `out` (a None): values are made in place, never moved from a temporary.
 void PickleMachine::build_into(const Ref& ref, std::size_t depth, Shape& shape, PickleValue& out) {
   shape = Shape{};
@@ -269,37 +351,25 @@ void PickleMachine::build_into(const Ref& ref, std::size_t depth, Shape& shape, 
       out.data.emplace<double>(ref.real());
       return;
     case PickleKind::string:
-      charge(strings_[ref.index()].size());
-      out.data.emplace<std::string>(strings_[ref.index()]);
+      charge(string_ptrs_[ref.index()]->size());
+      out.data.emplace<std::string>(*string_ptrs_[ref.index()]);
       return;
     case PickleKind::bytes:
-      charge(strings_[ref.index()].size());
-      out.data.emplace<PickleBytes>(PickleBytes{strings_[ref.index()]});
+      charge(string_ptrs_[ref.index()]->size());
+      out.data.emplace<PickleBytes>(PickleBytes{*string_ptrs_[ref.index()]});
       return;
     case PickleKind::tuple:
     case PickleKind::list:
     case PickleKind::dict:
       break;
   }
-  const auto too_deep = [this] {
-    return PickleProblem("the value nests containers deeper than " + std::to_string(max_depth_) +
-                         " levels (PickleLimits::max_depth)");
-  };
   const bool is_dict = ref.kind == PickleKind::dict;
   // The vectors are sized once in build(root): this reference stays valid while recursing.
   Built& node = is_dict ? built_dicts_[ref.index()] : built_sequences_[ref.index()];
-  if (node.stage == Stage::building) {
-    throw PickleProblem(std::string("the value is recursive (a ") + python_type_name(ref.kind) +
-                        " contains itself); only acyclic plain data is read");
-  }
-  if (node.stage == Stage::built) {  // shared: reuse it, but it still counts for the nesting
-    if (depth + node.shape.height > max_depth_) throw too_deep();
-    shape = node.shape;
+  if (!enter(node.stage, node.shape, ref.kind, depth, shape)) {
     out = node.value;
     return;
   }
-  if (depth >= max_depth_) throw too_deep();
-  node.stage = Stage::building;
   Shape total{1, 1};
   Shape child;
   if (is_dict) {

@@ -41,7 +41,7 @@ class PickleMachine {
   PickleMachine(std::size_t max_bytes, std::size_t max_depth, std::uint64_t max_tree_items);
 
   // ---- stack and marks (a pop never reaches below the innermost mark) ----
-  void push(const Ref& ref) {
+  [[gnu::always_inline]] void push(const Ref& ref) {
     charge(sizeof(Ref));
     stack_.push_back(ref);
   }
@@ -83,13 +83,22 @@ class PickleMachine {
   [[nodiscard]] Ref make_dict();
   void append(const Ref& list, const Ref* items, std::size_t n);
   void set_item(const Ref& dict, const Ref& key, const Ref& value);
-  // Room for `n` more items in `dict` (SETITEMS knows its count): one allocation, not several.
-  void reserve_items(const Ref& dict, std::size_t n);
+  // set_item() for `n` key/value pairs in a row (SETITEMS, DICT): one allocation, not several.
+  void set_items(const Ref& dict, const Ref* pairs, std::size_t n);
 
   // ---- memo ----
   void memo_put(std::uint64_t index);  // the top of the stack
-  void memoize() { memo_put(memo_count_); }
-  void memo_get(std::uint64_t index) {  // pushes
+  void memoize() {
+    if (memo_count_ == memo_.size() && stack_.size() > fence()) {
+      // The common case, inline: every slot so far is set, and this one goes at the end.
+      charge(sizeof(MemoSlot));
+      memo_.push_back(MemoSlot{stack_.back(), true});
+      ++memo_count_;
+      return;
+    }
+    memo_put(memo_count_);
+  }
+  [[gnu::always_inline]] void memo_get(std::uint64_t index) {  // pushes
     if (index < memo_.size() && memo_[index].set) {
       push(memo_[index].ref);
     } else {
@@ -99,6 +108,20 @@ class PickleMachine {
 
   // The finished value `root`; shared objects stay shared, cycles are refused.
   [[nodiscard]] PickleValue build(const Ref& root);
+  // The checks of build() without building: cycles, max_depth and max_tree_items, with the same
+  // errors, so a reader can then walk the graph in place (below) within the same bounds.
+  void check(const Ref& root);
+
+  // ---- the graph in place, for readers that skip build(); valid until the machine dies ----
+  [[nodiscard]] const std::string& string_at(const Ref& ref) const noexcept {
+    return *string_ptrs_[ref.index()];
+  }
+  [[nodiscard]] const std::vector<Ref>& sequence_items(const Ref& ref) const noexcept {
+    return sequences_[ref.index()].items;
+  }
+  [[nodiscard]] const std::vector<std::pair<Ref, Ref>>& dict_items(const Ref& ref) const noexcept {
+    return dicts_[ref.index()].items;
+  }
 
  private:
   struct Sequence {
@@ -129,6 +152,7 @@ class PickleMachine {
   // Python's == for scalar keys (str and bytes are interned, so equal means the same index).
   [[nodiscard]] static bool same_scalar_key(const Ref& a, const Ref& b) noexcept;
   void index_dict(Dict& d);
+  void set_item(Dict& d, const Ref& key, const Ref& value);
   // The size of a value walked as a tree: containers nested in it, including itself (0 for a
   // scalar), and items counting every appearance of a shared object.
   struct Shape {
@@ -144,6 +168,14 @@ class PickleMachine {
     if (total.items > max_tree_items_) too_many_items();
   }
   [[noreturn]] void too_many_items() const;
+  [[noreturn]] void too_deep() const;
+  [[noreturn]] static void recursive(PickleKind kind);
+  void check_into(const Ref& ref, std::size_t depth, Shape& shape);
+  enum class Stage : std::uint8_t { unbuilt, building, built };
+  // A container met by build_into() or check_into(): false when it was walked before (`shape`
+  // becomes its shape, checked against the depth); throws for a cycle or nesting too deep.
+  bool enter(Stage& stage, const Shape& walked, PickleKind kind, std::size_t depth,
+             Shape& shape) const;
   void memo_get_sparse(std::uint64_t index);
 
   std::size_t max_bytes_;
@@ -157,12 +189,12 @@ class PickleMachine {
   std::unordered_map<std::uint64_t, Ref> sparse_memo_;
   std::uint64_t memo_count_ = 0;     // entries stored: MEMOIZE's next index
   std::deque<std::string> strings_;  // str (UTF-8) and bytes payloads; addresses stay put
+  std::vector<const std::string*> string_ptrs_;  // strings_[i], without the deque's arithmetic
   std::unordered_map<std::string_view, std::size_t> str_index_;  // interning
   std::unordered_map<std::string_view, std::size_t> bytes_index_;
   std::vector<Sequence> sequences_;  // tuples and lists
   std::vector<Dict> dicts_;
   // build()'s progress per container: a container met again while it is being built is a cycle.
-  enum class Stage : std::uint8_t { unbuilt, building, built };
   struct Built {
     Stage stage = Stage::unbuilt;
     Shape shape;
@@ -170,6 +202,12 @@ class PickleMachine {
   };
   std::vector<Built> built_sequences_;
   std::vector<Built> built_dicts_;
+  struct Checked {
+    Stage stage = Stage::unbuilt;
+    Shape shape;
+  };
+  std::vector<Checked> checked_sequences_;  // check()'s progress, as build()'s above
+  std::vector<Checked> checked_dicts_;
 };
 
 }  // namespace memscope::detail

@@ -2,6 +2,7 @@
 // applies it to the PickleMachine, and refuses code opcodes before they do anything.
 #include <array>
 #include <bit>
+#include <functional>
 #include <string>
 
 #include "memscope/errors.hpp"
@@ -10,6 +11,7 @@
 #include "trace/pickle_input.hpp"
 #include "trace/pickle_machine.hpp"
 #include "trace/pickle_opcodes.hpp"
+#include "trace/pickle_run.hpp"
 #include "trace/pickle_text.hpp"
 #include "trace/read_file.hpp"
 
@@ -36,18 +38,17 @@ std::uint64_t signed_length(std::int32_t n) {
   return static_cast<std::uint64_t>(n);
 }
 
-std::string utf8(std::string_view payload) {
+// The payload, checked (no copy: make_string() copies it once, if it is new).
+std::string_view utf8(std::string_view payload) {
   check_utf8(payload);
-  return std::string(payload);
+  return payload;
 }
 
 // SETITEMS and DICT: the key/value pairs above the innermost mark go into `dict`.
 void set_items_from(PickleMachine& m, const Ref& dict, std::size_t start) {
   const std::size_t n = m.stack_size() - start;
   if (n % 2 != 0) throw PickleProblem("odd number of items for a dict");
-  m.reserve_items(dict, n / 2);
-  const Ref* items = m.items_from(start);
-  for (std::size_t i = 0; i < n; i += 2) m.set_item(dict, items[i], items[i + 1]);
+  m.set_items(dict, m.items_from(start), n / 2);
   m.truncate(start);
 }
 
@@ -58,13 +59,20 @@ Ref sequence_from(PickleMachine& m, std::size_t start, bool is_tuple) {
   return seq;
 }
 
-// Runs one opcode. Returns true at STOP, with the pickled value in `root`.
-bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m, Ref& root) {
+// An opcode that is not plain data: refused before it does anything.
+[[noreturn, gnu::cold]] void refuse(std::uint8_t byte) {
   if (opcode_runs_code(byte)) {
     throw PickleProblem(
         "this opcode imports or calls code and is refused: a pickle is code in disguise, and "
         "memscope reads plain data only (None, bool, int, float, str, bytes, tuple, list, dict)");
   }
+  throw PickleProblem("not a pickle opcode (corrupt input, or not a pickle)");
+}
+
+// Runs one opcode. Returns true at STOP, with the pickled value in `root`. Inlined into the
+// loop of run_pickle (one call less per opcode); code opcodes reach `default`, and refuse().
+[[gnu::always_inline]] inline bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m,
+                                           Ref& root) {
   switch (static_cast<Op>(byte)) {
     case Op::kProto: {
       const std::uint64_t protocol = in.uint_le(1);
@@ -152,14 +160,14 @@ bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m, Ref& root) {
       m.push(m.make_string(utf8(in.bytes(in.uint_le(8))), false));
       return false;
     case Op::kShortBinbytes:
-      m.push(m.make_string(std::string(in.bytes(in.uint_le(1))), true));
+      m.push(m.make_string(in.bytes(in.uint_le(1)), true));
       return false;
     case Op::kBinbytes:
-      m.push(m.make_string(std::string(in.bytes(in.uint_le(4))), true));
+      m.push(m.make_string(in.bytes(in.uint_le(4)), true));
       return false;
     case Op::kBinbytes8:
     case Op::kBytearray8:
-      m.push(m.make_string(std::string(in.bytes(in.uint_le(8))), true));
+      m.push(m.make_string(in.bytes(in.uint_le(8)), true));
       return false;
     case Op::kEmptyList:
       m.push(m.make_sequence(nullptr, 0, false));
@@ -258,43 +266,54 @@ bool execute(std::uint8_t byte, PickleInput& in, PickleMachine& m, Ref& root) {
     case Op::kReadonlyBuffer:
       throw PickleProblem("out-of-band buffers (protocol 5) are not supported");
     default:
-      throw PickleProblem("not a pickle opcode (corrupt input, or not a pickle)");
+      refuse(byte);
   }
 }
 
 }  // namespace
-}  // namespace detail
 
-PickleValue read_pickle(std::string_view data, std::string_view source,
-                        const PickleLimits& limits) {
-  using detail::PickleProblem;
-  const std::size_t budget = limits.max_bytes != 0
-                                 ? limits.max_bytes
-                                 : detail::kBaseBudget + detail::kBudgetPerInputByte * data.size();
-  detail::PickleInput in(data);
-  const std::uint64_t tree_items =
-      limits.max_tree_items != 0
-          ? limits.max_tree_items
-          : detail::kBaseTreeItems + detail::kTreeItemsPerInputByte * data.size();
-  detail::PickleMachine machine(budget, limits.max_depth, tree_items);
+[[gnu::flatten]] void run_pickle(std::string_view data, std::string_view source,
+                                 const PickleLimits& limits,
+                                 const std::function<void(PickleMachine&, const Ref&)>& at_stop) {
+  const std::size_t budget =
+      limits.max_bytes != 0 ? limits.max_bytes : kBaseBudget + kBudgetPerInputByte * data.size();
+  PickleInput in(data);
+  const std::uint64_t tree_items = limits.max_tree_items != 0
+                                       ? limits.max_tree_items
+                                       : kBaseTreeItems + kTreeItemsPerInputByte * data.size();
+  PickleMachine machine(budget, limits.max_depth, tree_items);
   std::size_t offset = 0;
   std::uint8_t byte = 0;
   try {
-    detail::Ref root;
+    Ref root;
     while (true) {
       offset = in.offset();
       if (in.at_end()) break;
       byte = in.next_byte();
-      if (detail::execute(byte, in, machine, root)) return machine.build(root);
+      if (execute(byte, in, machine, root)) {
+        at_stop(machine, root);
+        return;
+      }
     }
   } catch (const PickleProblem& problem) {
-    throw TraceFormatError(std::string(source) + ": " + detail::describe_opcode(byte) +
-                           " at byte " + std::to_string(offset) + ": " + problem.what());
+    throw TraceFormatError(std::string(source) + ": " + describe_opcode(byte) + " at byte " +
+                           std::to_string(offset) + ": " + problem.what());
   }
   throw TraceFormatError(std::string(source) + ": " +
                          (data.empty() ? std::string("empty input, not a pickle")
                                        : "input ends at byte " + std::to_string(data.size()) +
                                              " before the STOP opcode (truncated file?)"));
+}
+
+}  // namespace detail
+
+PickleValue read_pickle(std::string_view data, std::string_view source,
+                        const PickleLimits& limits) {
+  PickleValue out;
+  detail::run_pickle(
+      data, source, limits,
+      [&out](detail::PickleMachine& m, const detail::Ref& root) { out = m.build(root); });
+  return out;
 }
 
 PickleValue read_pickle_file(const std::filesystem::path& path, const PickleLimits& limits) {

@@ -5,15 +5,80 @@
 // once, and stacks are interned once per shared frame list: PyTorch writes one list per distinct
 // traceback and references it from every event and block that has it (the pickle memo keeps it
 // shared), so the list's identity is a cache key.
+//
+// The reader is written once over an Access (how to look at a value), for two kinds of values: a
+// built PickleValue (read_torch_snapshot), and the pickle reader's own graph of Refs, read in place
+// without building a PickleValue (read_torch_snapshot_pickle: half the work for a snapshot).
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
+#include "trace/pickle_machine.hpp"
+#include "trace/pickle_run.hpp"
+#include "trace/read_file.hpp"
 
 namespace memscope {
 namespace {
+
+// Access to a built PickleValue.
+struct ValueAccess {
+  using Node = PickleValue;
+  using Items = std::vector<std::pair<Node, Node>>;
+
+  [[nodiscard]] static PickleKind kind(const Node& v) noexcept { return v.kind(); }
+  [[nodiscard]] static const Items* dict(const Node& v) noexcept {
+    const auto* d = v.get_if<PickleDict>();
+    return d != nullptr ? &d->items() : nullptr;
+  }
+  [[nodiscard]] static const std::vector<Node>* sequence(const Node& v) noexcept {
+    if (const auto* l = v.get_if<PickleList>()) return &l->items();
+    if (const auto* t = v.get_if<PickleTuple>()) return &t->items();
+    return nullptr;
+  }
+  [[nodiscard]] static bool integer(const Node& v, std::int64_t& out) noexcept {
+    const auto* i = v.get_if<std::int64_t>();
+    if (i != nullptr) out = *i;
+    return i != nullptr;
+  }
+  [[nodiscard]] static bool boolean(const Node& v, bool& out) noexcept {
+    const auto* b = v.get_if<bool>();
+    if (b != nullptr) out = *b;
+    return b != nullptr;
+  }
+  [[nodiscard]] static const std::string* text(const Node& v) noexcept {
+    return v.get_if<std::string>();
+  }
+};
+
+// Access to the pickle reader's graph in place (valid while its machine lives).
+struct RefAccess {
+  using Node = detail::Ref;
+  using Items = std::vector<std::pair<Node, Node>>;
+
+  [[nodiscard]] static PickleKind kind(const Node& v) noexcept { return v.kind; }
+  [[nodiscard]] const Items* dict(const Node& v) const noexcept {
+    return v.kind == PickleKind::dict ? &machine->dict_items(v) : nullptr;
+  }
+  [[nodiscard]] const std::vector<Node>* sequence(const Node& v) const noexcept {
+    const bool seq = v.kind == PickleKind::list || v.kind == PickleKind::tuple;
+    return seq ? &machine->sequence_items(v) : nullptr;
+  }
+  [[nodiscard]] static bool integer(const Node& v, std::int64_t& out) noexcept {
+    if (v.kind == PickleKind::integer) out = v.integer();
+    return v.kind == PickleKind::integer;
+  }
+  [[nodiscard]] static bool boolean(const Node& v, bool& out) noexcept {
+    if (v.kind == PickleKind::boolean) out = v.bits != 0;
+    return v.kind == PickleKind::boolean;
+  }
+  [[nodiscard]] const std::string* text(const Node& v) const noexcept {
+    return v.kind == PickleKind::string ? &machine->string_at(v) : nullptr;
+  }
+
+  const detail::PickleMachine* machine = nullptr;
+};
 
 // A place in the snapshot: a key under its parent, or an index into it.
 struct Path {
@@ -31,78 +96,94 @@ struct Path {
 };
 
 // Typed access to the unpickled value; errors name the source and the path.
+template <class A>
 class Fields {
  public:
-  explicit Fields(std::string_view source) : source_(source) {}
+  using Node = typename A::Node;
+  using Items = typename A::Items;
+
+  Fields(std::string_view source, A access) : source_(source), a_(access) {}
 
   [[noreturn]] void fail(const Path& where, const std::string& problem) const {
     throw TraceFormatError(source_ + ": " + where.str() + ": " + problem);
   }
-  [[noreturn]] void wrong_type(const Path& where, const char* expected,
-                               const PickleValue& v) const {
-    fail(where, std::string("expected ") + expected + ", found " + std::string(v.type_name()));
+  [[noreturn]] void wrong_type(const Path& where, const char* expected, const Node& v) const {
+    fail(where, std::string("expected ") + expected + ", found " + python_type_name(a_.kind(v)));
   }
 
-  const PickleDict& dict(const PickleValue& v, const Path& where) const {
-    const auto* d = v.get_if<PickleDict>();
+  [[nodiscard]] const A& access() const noexcept { return a_; }
+  const Items& dict(const Node& v, const Path& where) const {
+    const Items* d = a_.dict(v);
     if (d == nullptr) wrong_type(where, "dict", v);
     return *d;
   }
   // A list or a tuple: PyTorch has written both over the versions.
-  const std::vector<PickleValue>& list(const PickleValue& v, const Path& where) const {
-    if (const auto* l = v.get_if<PickleList>()) return l->items();
-    if (const auto* t = v.get_if<PickleTuple>()) return t->items();
-    wrong_type(where, "list", v);
+  const std::vector<Node>& list(const Node& v, const Path& where) const {
+    const std::vector<Node>* l = a_.sequence(v);
+    if (l == nullptr) wrong_type(where, "list", v);
+    return *l;
   }
-  const PickleValue& field(const PickleDict& d, const char* key, const Path& where) const {
-    const PickleValue* v = d.find(key);
+  // The value under the str key `key`, or nullptr.
+  const Node* find(const Items& d, std::string_view key) const noexcept {
+    for (const auto& [k, v] : d) {
+      const std::string* text = a_.text(k);
+      if (text != nullptr && *text == key) return &v;
+    }
+    return nullptr;
+  }
+  const Node& field(const Items& d, const char* key, const Path& where) const {
+    const Node* v = find(d, key);
     if (v == nullptr) fail(where, std::string("missing the field '") + key + "'");
     return *v;
   }
-  std::int64_t integer(const PickleValue& v, const Path& where) const {
-    const auto* i = v.get_if<std::int64_t>();
-    if (i == nullptr) wrong_type(where, "int", v);
-    return *i;
+  std::int64_t integer(const Node& v, const Path& where) const {
+    std::int64_t i = 0;
+    if (!a_.integer(v, i)) wrong_type(where, "int", v);
+    return i;
   }
-  std::uint64_t natural(const PickleValue& v, const Path& where) const {
+  std::uint64_t natural(const Node& v, const Path& where) const {
     const std::int64_t i = integer(v, where);
     if (i < 0) fail(where, "expected a non-negative int, found " + std::to_string(i));
     return static_cast<std::uint64_t>(i);
   }
-  bool boolean(const PickleValue& v, const Path& where) const {
-    const auto* b = v.get_if<bool>();
-    if (b == nullptr) wrong_type(where, "bool", v);
-    return *b;
+  bool boolean(const Node& v, const Path& where) const {
+    bool b = false;
+    if (!a_.boolean(v, b)) wrong_type(where, "bool", v);
+    return b;
   }
-  const std::string& text(const PickleValue& v, const Path& where) const {
-    const auto* s = v.get_if<std::string>();
+  const std::string& text(const Node& v, const Path& where) const {
+    const std::string* s = a_.text(v);
     if (s == nullptr) wrong_type(where, "str", v);
     return *s;
   }
-  std::uint64_t natural(const PickleDict& d, const char* key, const Path& where) const {
+  std::uint64_t natural(const Items& d, const char* key, const Path& where) const {
     return natural(field(d, key, where), where / key);
   }
   // An optional non-negative int field.
-  std::uint64_t natural_or(const PickleDict& d, const char* key, std::uint64_t fallback,
+  std::uint64_t natural_or(const Items& d, const char* key, std::uint64_t fallback,
                            const Path& where) const {
-    const PickleValue* v = d.find(key);
+    const Node* v = find(d, key);
     return v == nullptr ? fallback : natural(*v, where / key);
   }
-  const std::string& text(const PickleDict& d, const char* key, const Path& where) const {
+  const std::string& text(const Items& d, const char* key, const Path& where) const {
     return text(field(d, key, where), where / key);
   }
 
  private:
   std::string source_;
+  A a_;
 };
 
 // Reads frame lists into the snapshot's interned stacks, once per shared list.
+template <class A>
 class StackReader {
  public:
-  StackReader(const Fields& f, TraceStrings& strings) : f_(f), strings_(strings) {}
+  using Node = typename A::Node;
+
+  StackReader(const Fields<A>& f, TraceStrings& strings) : f_(f), strings_(strings) {}
 
   // The stack of a "frames" value (a list of {filename, line, name}, innermost first).
-  StackId read(const PickleValue& value, const Path& where) {
+  StackId read(const Node& value, const Path& where) {
     const auto& frames = f_.list(value, where);
     if (frames.empty()) return 0;
     const auto [it, added] = by_list_.try_emplace(&frames, 0);
@@ -116,13 +197,13 @@ class StackReader {
  private:
   // A frame's index in the snapshot's frames; frame dicts are shared too (PyTorch writes each
   // distinct frame once), so they are read once.
-  std::uint32_t frame(const PickleValue& value, const Path& where) {
-    const PickleDict& d = f_.dict(value, where);
-    const auto [it, added] = by_dict_.try_emplace(&d.items(), 0);
+  std::uint32_t frame(const Node& value, const Path& where) {
+    const auto& d = f_.dict(value, where);
+    const auto [it, added] = by_dict_.try_emplace(&d, 0);
     if (!added) return it->second;
     TraceFrame out;
-    for (const auto& [k, v] : d.items()) {  // PyTorch may add fields (fx_node_op...): skipped
-      const auto* key = k.get_if<std::string>();
+    for (const auto& [k, v] : d) {  // PyTorch may add fields (fx_node_op...): skipped
+      const std::string* key = f_.access().text(k);
       if (key == nullptr) continue;
       if (*key == "filename") {
         out.filename = f_.text(v, where / "filename");
@@ -136,14 +217,15 @@ class StackReader {
     return it->second;
   }
 
-  const Fields& f_;
+  const Fields<A>& f_;
   TraceStrings& strings_;
   std::unordered_map<const void*, StackId> by_list_;        // a list's items -> its stack
   std::unordered_map<const void*, std::uint32_t> by_dict_;  // a frame dict's items -> frame
   std::vector<std::uint32_t> ids_;
 };
 
-BlockState block_state(const Fields& f, const std::string& state, const Path& where) {
+template <class A>
+BlockState block_state(const Fields<A>& f, const std::string& state, const Path& where) {
   // PyTorch's docstring once said "active_awaiting_free"; its code writes active_pending_free.
   if (state == "active_awaiting_free") return BlockState::active_pending_free;
   for (const BlockState s :
@@ -154,13 +236,13 @@ BlockState block_state(const Fields& f, const std::string& state, const Path& wh
                     "' (expected active_allocated, active_pending_free or inactive)");
 }
 
-TorchSegment read_segment(const Fields& f, StackReader& stacks, const PickleValue& value,
+template <class A>
+TorchSegment read_segment(const Fields<A>& f, StackReader<A>& stacks, const typename A::Node& value,
                           const Path& where) {
-  const PickleDict& d = f.dict(value, where);
+  const auto& d = f.dict(value, where);
   TorchSegment seg;
-  if (const PickleValue* device = d.find("device"))
-    seg.device = f.integer(*device, where / "device");
-  if (const PickleValue* expandable = d.find("is_expandable")) {
+  if (const auto* device = f.find(d, "device")) seg.device = f.integer(*device, where / "device");
+  if (const auto* expandable = f.find(d, "is_expandable")) {
     seg.is_expandable = f.boolean(*expandable, where / "is_expandable");
   }
   SegmentInfo& s = seg.info;
@@ -181,7 +263,7 @@ TorchSegment read_segment(const Fields& f, StackReader& stacks, const PickleValu
   seg.block_stacks.reserve(blocks.size());
   for (std::size_t i = 0; i < blocks.size(); ++i) {
     const Path bw = blocks_where[i];
-    const PickleDict& bd = f.dict(blocks[i], bw);
+    const auto& bd = f.dict(blocks[i], bw);
     BlockInfo b;
     b.address = f.natural_or(bd, "address", next, bw);
     b.size = f.natural(bd, "size", bw);
@@ -194,7 +276,7 @@ TorchSegment read_segment(const Fields& f, StackReader& stacks, const PickleValu
     }
     next = b.address + b.size;
     s.blocks.push_back(b);
-    const PickleValue* frames = bd.find("frames");
+    const auto* frames = f.find(bd, "frames");
     const StackId stack = frames != nullptr ? stacks.read(*frames, bw / "frames") : 0;
     any_stack = any_stack || stack != 0;
     seg.block_stacks.push_back(stack);
@@ -213,18 +295,20 @@ constexpr const char* kActionList =
 // One event dict, walked once. Required: action, size, and addr (device_free for oom, which
 // PyTorch writes instead of addr). Optional: stream, time_us, frames, user_metadata and
 // memscope's rounded_size.
-TraceEvent read_event(const Fields& f, StackReader& stacks, TraceStrings& strings,
-                      const PickleValue& value, const Path& where) {
-  const PickleDict& d = f.dict(value, where);
+template <class A>
+TraceEvent read_event(const Fields<A>& f, StackReader<A>& stacks, TraceStrings& strings,
+                      const typename A::Node& value, const Path& where) {
+  using Node = typename A::Node;
+  const auto& d = f.dict(value, where);
   TraceEvent e;
-  const PickleValue* action = nullptr;
-  const PickleValue* addr = nullptr;
-  const PickleValue* device_free = nullptr;
-  const PickleValue* size = nullptr;
-  const PickleValue* frames = nullptr;
-  const PickleValue* metadata = nullptr;
-  for (const auto& [k, v] : d.items()) {
-    const auto* key = k.get_if<std::string>();
+  const Node* action = nullptr;
+  const Node* addr = nullptr;
+  const Node* device_free = nullptr;
+  const Node* size = nullptr;
+  const Node* frames = nullptr;
+  const Node* metadata = nullptr;
+  for (const auto& [k, v] : d) {
+    const std::string* key = f.access().text(k);
     if (key == nullptr) continue;
     const std::string_view name = *key;
     if (name == "action") {
@@ -269,33 +353,36 @@ TraceEvent read_event(const Fields& f, StackReader& stacks, TraceStrings& string
 // The configuration string in allocator_settings: memscope's writer keeps it under
 // MEMSCOPE_ALLOC_CONF, PyTorch under PYTORCH_CUDA_ALLOC_CONF; a plain string is taken as is.
 // Anything else there is not ours to judge.
-std::string read_settings(const PickleValue& value) {
-  if (const auto* s = value.get_if<std::string>()) return *s;
+template <class A>
+std::string read_settings(const Fields<A>& f, const typename A::Node& value) {
+  if (const std::string* s = f.access().text(value)) return *s;
+  const auto* d = f.access().dict(value);
+  if (d == nullptr) return {};
   for (const char* key : {"MEMSCOPE_ALLOC_CONF", "PYTORCH_CUDA_ALLOC_CONF"}) {
-    if (const PickleValue* conf = value.find(key)) {
-      if (const auto* s = conf->get_if<std::string>()) return *s;
+    if (const auto* conf = f.find(*d, key)) {
+      if (const std::string* s = f.access().text(*conf)) return *s;
     }
   }
   return {};
 }
 
-}  // namespace
-
-TorchSnapshot read_torch_snapshot(const PickleValue& root, std::string_view source) {
-  const Fields f(source);
+template <class A>
+TorchSnapshot read_snapshot(const typename A::Node& root, std::string_view source, A access) {
+  using Node = typename A::Node;
+  const Fields<A> f(source, access);
   TorchSnapshot out;
-  StackReader stacks(f, out.strings);
+  StackReader<A> stacks(f, out.strings);
   // Snapshots before PyTorch 2.1 were a bare list of segments.
-  const PickleValue* segments = &root;
-  const PickleValue* traces = nullptr;
+  const Node* segments = &root;
+  const Node* traces = nullptr;
   const Path top{nullptr, "the snapshot", 0};
-  if (const auto* d = root.get_if<PickleDict>()) {
+  if (const auto* d = access.dict(root)) {
     segments = &f.field(*d, "segments", top);
-    traces = d->find("device_traces");
-    if (const PickleValue* settings = d->find("allocator_settings")) {
-      out.settings = read_settings(*settings);
+    traces = f.find(*d, "device_traces");
+    if (const Node* settings = f.find(*d, "allocator_settings")) {
+      out.settings = read_settings(f, *settings);
     }
-  } else if (root.get_if<PickleList>() == nullptr) {
+  } else if (access.kind(root) != PickleKind::list) {
     f.wrong_type(top, "dict", root);
   }
   const Path segs_where{nullptr, "segments", 0};
@@ -321,8 +408,24 @@ TorchSnapshot read_torch_snapshot(const PickleValue& root, std::string_view sour
   return out;
 }
 
+}  // namespace
+
+TorchSnapshot read_torch_snapshot(const PickleValue& root, std::string_view source) {
+  return read_snapshot(root, source, ValueAccess{});
+}
+
+TorchSnapshot read_torch_snapshot_pickle(std::string_view data, std::string_view source,
+                                         const PickleLimits& limits) {
+  TorchSnapshot out;
+  detail::run_pickle(data, source, limits, [&](detail::PickleMachine& m, const detail::Ref& root) {
+    m.check(root);  // build()'s bounds: cycles, depth, tree items
+    out = read_snapshot(root, source, RefAccess{&m});
+  });
+  return out;
+}
+
 TorchSnapshot read_torch_snapshot_file(const std::filesystem::path& path) {
-  return read_torch_snapshot(read_pickle_file(path), path.string());
+  return read_torch_snapshot_pickle(detail::read_file_bytes(path), path.string());
 }
 
 }  // namespace memscope

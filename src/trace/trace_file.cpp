@@ -55,7 +55,7 @@ TorchSnapshot read_trace_file(const std::filesystem::path& path) {
   const std::string source = path.string();
   switch (detect_trace_format(data)) {
     case TraceFormat::pickle:
-      return read_torch_snapshot(read_pickle(data, source), source);
+      return read_torch_snapshot_pickle(data, source);  // no PickleValue: twice as fast
     case TraceFormat::json:
       return read_torch_snapshot_json(data, source);
     case TraceFormat::rmm_log:

@@ -13,5 +13,11 @@ namespace memscope::detail {
 // `text` with each byte that does not begin a valid sequence replaced by U+FFFD (one per byte,
 // also for a sequence cut short, where Python would write one for the whole prefix).
 [[nodiscard]] std::string valid_utf8(std::string_view text);
+// `text` itself when it is valid UTF-8 (no copy), else valid_utf8(text) kept in `storage`.
+[[nodiscard]] inline std::string_view as_valid_utf8(std::string_view text, std::string& storage) {
+  if (is_valid_utf8(text)) return text;
+  storage = valid_utf8(text);
+  return storage;
+}
 
 }  // namespace memscope::detail

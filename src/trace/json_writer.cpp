@@ -65,11 +65,7 @@ void JsonWriter::natural(std::uint64_t value) {
 void JsonWriter::text(std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
   std::string fixed;
-  std::string_view utf8 = value;
-  if (!is_valid_utf8(value)) {
-    fixed = valid_utf8(value);
-    utf8 = fixed;
-  }
+  const std::string_view utf8 = as_valid_utf8(value, fixed);
   before_value();
   out_ += '"';
   std::size_t plain = 0;  // start of the run not yet copied

@@ -225,11 +225,7 @@ void PickleWriter::literal(const char* value) {
 
 std::uint32_t PickleWriter::text_index(std::string_view value) {
   std::string fixed;
-  std::string_view utf8 = value;
-  if (!is_valid_utf8(value)) {
-    fixed = valid_utf8(value);
-    utf8 = fixed;
-  }
+  const std::string_view utf8 = as_valid_utf8(value, fixed);
   before_value();
   if (const auto it = strings_.find(utf8); it != strings_.end()) {
     get(it->second);

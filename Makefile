@@ -14,8 +14,18 @@ build: bootstrap
 	@cmake --preset default >/dev/null
 	@cmake --build --preset default -j $(JOBS)
 
+# The library's tour, then the memscope command: "would it fit" on the repository's real trace,
+# and the Python demo watched by `memscope run` (its stages come from memscope.Tracker's marks).
+REAL_TRACE := tests/data/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle
 demo: build
 	@./build/examples/memscope_demo build/demo
+	@printf '\n== memscope replay %s --fit --html build/demo/replay.html\n' "$(REAL_TRACE)"
+	@./build/tools/memscope/memscope replay $(REAL_TRACE) --fit --html build/demo/replay.html
+	@printf '\n== memscope run --html build/demo/run.html -- python3 examples/python/demo.py\n'
+	@PYTHONPATH=build/python ./build/tools/memscope/memscope run --html build/demo/run.html \
+	  --json build/demo/run.json -- python3 examples/python/demo.py build/demo/python
+	@printf '\nHTML reports (open in a browser):\n  %s\n  %s\n' "$$PWD/build/demo/replay.html" \
+	  "$$PWD/build/demo/run.html"
 
 test: build
 	@ctest --preset default -j $(JOBS)
@@ -62,7 +72,7 @@ format-check: bootstrap
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
 
 tidy: build
-	@git ls-files 'src/*.cpp' | xargs -P $(JOBS) -n 4 clang-tidy -p build --quiet --warnings-as-errors='*' 2>&1 \
+	@git ls-files 'src/*.cpp' 'tools/*.cpp' | xargs -P $(JOBS) -n 4 clang-tidy -p build --quiet --warnings-as-errors='*' 2>&1 \
 	  | grep -v -E "^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$$|^Suppressed [0-9]+ warnings|^Use -header-filter|^Use -system-headers" ; \
 	  test $${PIPESTATUS[1]} -eq 0
 

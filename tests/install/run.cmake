@@ -6,6 +6,14 @@ execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${prefix} R
 if(rc)
   message(FATAL_ERROR "install failed")
 endif()
+# The memscope command is installed too (bin/memscope), and runs from there.
+if(EXISTS ${BUILD}/tools/memscope)
+  execute_process(COMMAND ${prefix}/bin/memscope --version RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  if(rc OR NOT out MATCHES "^memscope [0-9]")
+    message(FATAL_ERROR "the installed bin/memscope --version failed (${rc}):\n${out}")
+  endif()
+endif()
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE}/tests/install -B ${WORK}/consumer
                 -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
                 -DMEMSCOPE_EXAMPLE=${SOURCE}/examples/usage.cpp

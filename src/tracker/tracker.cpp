@@ -6,6 +6,7 @@
 
 #include "common/env_switch.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/stage_marks.hpp"
 #include "tracker/tracker_impl.hpp"
 
 namespace memscope {
@@ -73,7 +74,15 @@ MemoryTracker::Impl::Running MemoryTracker::Impl::open_stage() const {
 }
 
 void MemoryTracker::Impl::begin_stage(std::string_view name) {
-  Running r = open_stage();
+  // The mark first: it carries the process's peak RSS, read before the windows reset VmHWM.
+  write_stage_mark("begin", name);
+  Running r;
+  try {
+    r = open_stage();
+  } catch (...) {
+    write_stage_mark("end", name);  // the stage never ran: close it on `memscope run`'s timeline
+    throw;
+  }
   r.tag = intern_trace_tag(name);
   auto it = running.emplace(std::string(name), std::move(r)).first;
   it->second.outer = exchange_trace_tag(it->second.tag);
@@ -98,6 +107,19 @@ void MemoryTracker::Impl::finish(std::map<std::string, Running, std::less<>>::it
     } catch (...) {  // NOLINT(bugprone-empty-catch): a source that cannot say reports none
     }
     f.values[i] = {begin, r.current, std::max({r.peak, r.current, begin}), bound};
+  }
+  if (stage_marks_enabled()) {
+    // The stage's exact figures, under the labels its metrics use (cpu_alloc_delta, ...).
+    std::map<std::string, std::int64_t> figures;
+    for (std::size_t i = 0; i < slots.size(); ++i) {
+      if (it->second.windows[i] == nullptr) continue;
+      const Values& v = f.values[i];
+      for (const std::string& label : slots[i].labels) {
+        figures[label + "_alloc_delta"] = v.end - v.begin;
+        figures[label + "_peaked_delta"] = std::max<std::int64_t>(0, v.peak - v.end);
+      }
+    }
+    write_stage_mark("end", it->first, figures);
   }
   finished.insert_or_assign(it->first, std::move(f));  // a rerun replaces the earlier result
   running.erase(it);
@@ -143,6 +165,8 @@ MemoryTracker::~MemoryTracker() noexcept {
     }
     if (!restored) break;
   }
+  // Stages still running end with the tracker, also on `memscope run`'s timeline.
+  for (const auto& [name, stage] : impl_->running) write_stage_mark("end", name);
   // open windows close as impl_ is destroyed
 }
 
@@ -156,6 +180,7 @@ void MemoryTracker::start(std::string_view stage) {
     auto it = impl_->running.find("init");
     if (stage == "init") {
       if (current_trace_tag() == it->second.tag) exchange_trace_tag(it->second.outer);
+      write_stage_mark("end", "init");  // the implicit one; the caller's begins now
       impl_->running.erase(it);
     } else {
       impl_->finish(it);

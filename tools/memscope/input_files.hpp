@@ -1,0 +1,48 @@
+// What an input file of `memscope report` and `memscope diff` is, told by its content, never by
+// its name: a trace (PyTorch snapshot pickle or JSON, memscope trace JSON, RMM log), saved
+// metrics (save_metrics JSON: one flat object of numbers and strings), a run recording
+// (`memscope run --json`, "format": "memscope-run") or a replay result (`memscope replay --json`,
+// "format": "memscope-replay").
+//
+// Thread safety: pure apart from reading the file. Errors: read_input() throws InputFailure
+// naming the file when it is missing, unreadable or JSON that does not parse; a file of no
+// known kind is returned as InputKind::unknown (with what it looked like), so the caller can
+// say which kinds it takes.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+namespace memscope::cli {
+
+enum class InputKind { unknown, trace, metrics, run, replay };
+
+// "trace", "metrics", "run recording", "replay result", "unknown".
+[[nodiscard]] const char* to_string(InputKind kind) noexcept;
+
+struct InputFile {
+  std::filesystem::path path;
+  InputKind kind = InputKind::unknown;
+  nlohmann::json json;     // the parsed JSON of metrics, run and replay files; null for traces
+  std::string looks_like;  // for unknown: what was found ("a JSON array of numbers", "empty")
+};
+
+// Reads `path` and tells its kind; `role` names the argument in messages ("FILE", "A").
+[[nodiscard]] InputFile read_input(const std::filesystem::path& path, std::string_view role);
+
+// The kinds report and diff understand, for messages: "saved metrics (...), a run ...".
+[[nodiscard]] std::string understood_kinds();
+
+// The whole file as bytes; InputFailure naming `role` and the file when it is missing or
+// cannot be read.
+[[nodiscard]] std::string read_file_bytes(const std::filesystem::path& path, std::string_view role);
+
+// Writes an output file atomically (a temporary file renamed over it, so nothing is written
+// half); OutputFailure naming `option` and the file when it cannot be written.
+void write_output_file(const std::filesystem::path& path, std::string_view content,
+                       std::string_view option);
+
+}  // namespace memscope::cli

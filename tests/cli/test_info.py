@@ -1,0 +1,168 @@
+"""memscope info: host memory against /proc/meminfo, the cgroup limit against the cgroup files
+read here, and NVML / CUDA: usable where their libraries load, else a plain reason (exit 0)."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+from conftest import memscope
+
+NO_LIMIT_ABOVE = 1 << 62  # cgroup v1 writes "no limit" as its largest page counter
+
+
+def meminfo() -> dict[str, int]:
+    """/proc/meminfo in bytes."""
+    out = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields = value.split()
+        if fields and fields[0].isdigit():
+            out[key] = int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
+    return out
+
+
+def library_loads(name: str, override: str) -> bool:
+    """Whether the driver library loads here (as memscope loads it, honouring its override)."""
+    try:
+        ctypes.CDLL(os.environ.get(override) or name)
+        return True
+    except OSError:
+        return False
+
+
+def info_json() -> dict:
+    result = memscope("info", "--json", check=True)
+    return json.loads(result.stdout)
+
+
+def test_text_shows_the_host_total_of_proc_meminfo() -> None:
+    result = memscope("info", check=True)
+    total = meminfo()["MemTotal"]
+    lines = [line.split() for line in result.stdout.splitlines()]
+    assert ["total", *_formatted(total)] in [line for line in lines if line[:1] == ["total"]], (
+        result.stdout)
+    assert result.stdout.startswith("Host memory")
+
+
+def _formatted(n: int) -> list[str]:
+    """How memscope prints a size: '23.54 GiB (25276071936 bytes)', split into words."""
+    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
+    value, unit = float(n), 0
+    while value >= 1024 and unit < len(units) - 1:
+        value /= 1024
+        unit += 1
+    text = f"{n} B" if unit == 0 else f"{value:.2f} {units[unit]}"
+    return [*text.split(), f"({n}", "bytes)"]
+
+
+def test_json_host_memory_is_exactly_proc_meminfo() -> None:
+    data = info_json()
+    assert data["format"] == "memscope-info" and data["version"] == 1
+    mem = meminfo()
+    assert data["host"]["mem_total"] == mem["MemTotal"]
+    assert data["host"]["swap_total"] == mem["SwapTotal"]
+    assert 0 < data["host"]["mem_available"] <= mem["MemTotal"]
+
+
+def cgroup_here() -> tuple[int, str, int | None, str | None]:
+    """(version, path, limit or None, where the limit is set) of this process's memory cgroup,
+    read independently of memscope: the tightest limit on the way up to the mount's root."""
+    v1 = v2 = None
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        ident, controllers, path = line.split(":", 2)
+        if ident == "0" and controllers == "":
+            v2 = path
+        if "memory" in controllers.split(","):
+            v1 = path
+    mounts = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        head, _, tail = line.partition(" - ")
+        fstype, _, opts = tail.split()[:3]
+        if fstype == "cgroup2" and 2 not in mounts:
+            mounts[2] = (head.split()[3], head.split()[4])
+        if fstype == "cgroup" and "memory" in opts.split(",") and 1 not in mounts:
+            mounts[1] = (head.split()[3], head.split()[4])
+    if v1 is not None and 1 in mounts:
+        version, path, limit_name = 1, v1, "memory.limit_in_bytes"
+    else:
+        assert v2 is not None and 2 in mounts, "no memory cgroup here"
+        version, path, limit_name = 2, v2, "memory.max"
+    root, mountpoint = mounts[version]
+    below = path[len(root):] if root != "/" and path.startswith(root) else path
+    parts = [p for p in below.split("/") if p]
+    limit, at = None, None
+    for depth in range(len(parts), -1, -1):
+        file = Path(mountpoint, *parts[:depth], limit_name)
+        if not file.exists():
+            continue
+        text = file.read_text().strip()
+        value = None if text == "max" or int(text) >= NO_LIMIT_ABOVE else int(text)
+        if value is not None and (limit is None or value < limit):
+            cgroup_path = "/".join(path.split("/")[: len(path.split("/")) - (len(parts) - depth)])
+            limit, at = value, cgroup_path or "/"
+    return version, path, limit, at
+
+
+def test_cgroup_limit_matches_the_cgroup_files() -> None:
+    data = info_json()["cgroup"]
+    version, path, limit, at = cgroup_here()
+    assert data["version"] == version
+    assert data["path"] == path
+    assert data["limit"] == limit
+    assert data["limit_at"] == at
+    assert data["current"] is not None and data["current"] > 0
+    text = memscope("info", check=True).stdout
+    assert f"cgroup v{version} ({path})" in text
+    limit_line = re.search(r"^  limit +(.*)$", text, re.M)
+    assert limit_line is not None
+    assert limit_line.group(1) == ("none" if limit is None else
+                                   " ".join(_formatted(limit)) + f", set at {at}")
+
+
+def test_nvml_and_cuda_say_whether_they_are_usable_and_why_not() -> None:
+    data = info_json()
+    text = memscope("info", check=True).stdout
+    for key, name, library, override in [("nvml", "NVML", "libnvidia-ml.so.1",
+                                          "MEMSCOPE_NVML_LIBRARY"),
+                                         ("cuda", "CUDA", "libcuda.so.1", "MEMSCOPE_CUDA_DRIVER")]:
+        line = re.search(rf"^  {name} +(.*)$", text, re.M)
+        assert line is not None, text
+        if library_loads(library, override):
+            continue  # a GPU machine: checked below
+        assert data[key]["available"] is False
+        assert library in data[key]["reason"], data[key]["reason"]
+        assert line.group(1) == "not usable: " + data[key]["reason"]
+    if not data["nvml"]["available"]:
+        assert data["gpus"] == []
+        assert "not listed: NVML is not usable" in text
+
+
+def test_gpus_as_nvml_lists_them() -> None:
+    data = info_json()
+    if not data["nvml"]["available"]:
+        pytest.skip("NVML is not usable here: " + data["nvml"]["reason"])
+    assert data["nvml"]["driver_version"]
+    assert data["gpus"], "NVML is usable but lists no GPU"
+    for gpu in data["gpus"]:
+        assert gpu["error"] is None, gpu
+        assert gpu["name"] and gpu["uuid"].startswith(("GPU-", "MIG-"))
+        assert gpu["total"] > 0 and 0 <= gpu["used"] <= gpu["total"]
+        for process in gpu["processes"]:
+            assert process["pid"] > 0
+
+
+def test_an_unknown_option_is_a_usage_error() -> None:
+    result = memscope("info", "--bogus")
+    assert result.returncode == 2
+    assert "--bogus" in result.stderr
+
+
+def test_help_documents_json() -> None:
+    result = memscope("info", "--help")
+    assert result.returncode == 0
+    assert "--json" in result.stdout

@@ -1,16 +1,234 @@
-// Stub: being written (report_builders.hpp).
+// Reports of a `memscope run` recording and of saved metrics (report_builders.hpp); the replay's
+// is in report_replay.cpp and the Report's JSON in report_json.cpp.
 #include "report_builders.hpp"
 
-#include <nlohmann/json.hpp>
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "memscope/metrics.hpp"
+#include "memscope/units.hpp"
 
 namespace memscope::cli {
 
-Report report_of_run(const RunRecord& /*record*/) { return {}; }
-Report report_of_replay(const ReplayReportInput& /*input*/) { return {}; }
-Report report_of_metrics(const Metrics& /*metrics*/, const std::string& /*source*/) { return {}; }
-nlohmann::json report_to_json(const Report& /*report*/) { return nlohmann::json::object(); }
-Report report_from_json(const nlohmann::json& /*json*/, const std::string& /*source*/) {
-  return {};
+namespace {
+
+// Processes drawn as their own line; more would make the legend and the colours unreadable.
+constexpr std::size_t kMaxProcessLines = 8;
+
+std::string bytes_or_dash(std::int64_t bytes) {
+  return bytes < 0 ? "-" : format_bytes(bytes);
+}
+
+std::string seconds(double s) {
+  return fmt::format("{:.3f} s", s);
+}
+
+std::string joined(const std::vector<std::string>& words) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : " ") + w;
+  return out;
+}
+
+template <typename T>
+std::vector<double> as_doubles(const std::vector<T>& values) {
+  std::vector<double> out;
+  out.reserve(values.size());
+  for (const T v : values) out.push_back(static_cast<double>(v));
+  return out;
+}
+
+// The stage a moment belongs to: the innermost (latest begun) stage open at t.
+const RunStage* stage_at(const RunRecord& record, double t) {
+  const RunStage* found = nullptr;
+  for (const RunStage& s : record.stages) {
+    const double end = s.end < 0.0 ? record.duration : s.end;
+    if (s.begin <= t && t <= end && (found == nullptr || s.begin >= found->begin)) found = &s;
+  }
+  return found;
+}
+
+std::string exit_text(const RunProcess& p) {
+  if (p.exit_signal) return fmt::format("signal {}", *p.exit_signal);
+  if (p.exit_code) return std::to_string(*p.exit_code);
+  return p.end < 0.0 ? "running" : "-";
+}
+
+std::int64_t process_peak(const RunProcess& p) {
+  std::int64_t peak = p.peak_rss;
+  for (const std::int64_t v : p.rss) peak = std::max(peak, v);
+  return peak;
+}
+
+void add_run_series(const RunRecord& record, Report& report) {
+  const std::size_t n = std::min(record.t.size(), record.tree_rss.size());
+  Series tree{"tree RSS (sampled)", {}, {}, true, false};
+  tree.t.assign(record.t.begin(), record.t.begin() + static_cast<std::ptrdiff_t>(n));
+  tree.bytes = as_doubles(record.tree_rss);
+  tree.bytes.resize(n);
+  report.series.push_back(std::move(tree));
+
+  std::vector<const RunProcess*> drawn;
+  for (const RunProcess& p : record.processes) {
+    if (!p.t.empty()) drawn.push_back(&p);
+  }
+  std::stable_sort(drawn.begin(), drawn.end(), [](const RunProcess* a, const RunProcess* b) {
+    return process_peak(*a) > process_peak(*b);
+  });
+  if (drawn.size() > kMaxProcessLines) {
+    report.notes.push_back(fmt::format(
+        "{} processes ran; the chart draws the {} with the largest peak RSS (the tables list "
+        "all of them, and the tree's line includes every one).",
+        drawn.size(), kMaxProcessLines));
+    drawn.resize(kMaxProcessLines);
+  }
+  // Back in order of appearance, so colours follow the order processes started.
+  std::sort(drawn.begin(), drawn.end());
+  for (const RunProcess* p : drawn) {
+    Series s{fmt::format("pid {} RSS", p->pid), p->t, as_doubles(p->rss), true, false};
+    s.bytes.resize(std::min(s.bytes.size(), s.t.size()));
+    s.t.resize(s.bytes.size());
+    report.series.push_back(std::move(s));
+  }
+  for (const RunGpu& gpu : record.gpus) {
+    if (gpu.used.empty()) continue;
+    Series s{fmt::format("GPU used (device {})", gpu.index), record.t, as_doubles(gpu.used), true,
+             false};
+    const std::size_t m = std::min(s.t.size(), s.bytes.size());
+    s.t.resize(m);
+    s.bytes.resize(m);
+    report.series.push_back(std::move(s));
+  }
+  if (std::any_of(record.tree_gpu.begin(), record.tree_gpu.end(),
+                  [](std::int64_t v) { return v > 0; })) {
+    Series s{"tree GPU", record.t, as_doubles(record.tree_gpu), true, false};
+    const std::size_t m = std::min(s.t.size(), s.bytes.size());
+    s.t.resize(m);
+    s.bytes.resize(m);
+    report.series.push_back(std::move(s));
+  }
+}
+
+std::string metrics_text(const std::map<std::string, std::int64_t>& metrics) {
+  std::string out;
+  for (const auto& [key, value] : metrics) {
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", key, format_bytes(value));
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+Report report_of_run(const RunRecord& record) {
+  Report report;
+  const std::string command = joined(record.command);
+  report.title = "memscope run: " + command;
+  report.subtitle = command;
+  std::string exit = std::to_string(record.exit_code);
+  if (record.child_signal) exit += fmt::format(" (killed by signal {})", *record.child_signal);
+  report.summary = {{"exit code", exit},
+                    {"duration", seconds(record.duration)},
+                    {"peak tree RSS", bytes_or_dash(record.peak_tree_rss)},
+                    {"peak at", seconds(record.peak_tree_rss_t)},
+                    {"processes", std::to_string(record.processes.size())},
+                    {"stages", std::to_string(record.stages.size())},
+                    {"sampling interval", fmt::format("{:g} ms", record.interval * 1000.0)}};
+  if (record.host_total >= 0)
+    report.summary.emplace_back("host memory", format_bytes(record.host_total));
+  if (record.cgroup_limit >= 0) {
+    report.summary.emplace_back("cgroup limit", format_bytes(record.cgroup_limit));
+  }
+  report.summary.emplace_back("GPU memory",
+                              record.gpu_status == "nvml" ? "watched (NVML)" : record.gpu_status);
+  report.x_label = "time since the command started (s)";
+  report.notes.push_back(fmt::format(
+      "RSS over time is sampled every {:g} ms; each process's peak is the kernel's VmHWM "
+      "(exact), so it can be higher than any sample.",
+      record.interval * 1000.0));
+  if (record.gpu_status != "nvml" && !record.gpu_status.empty()) {
+    report.notes.push_back("GPU memory was not watched: " + record.gpu_status);
+  }
+  add_run_series(record, report);
+
+  for (const RunStage& s : record.stages) {
+    const double end = s.end < 0.0 ? record.duration : s.end;
+    std::string detail = fmt::format("pid {}, {}", s.pid, seconds(end - s.begin));
+    if (s.tree_rss_peak >= 0) detail += ", tree RSS peak " + format_bytes(s.tree_rss_peak);
+    if (s.gpu_peak >= 0) detail += ", GPU peak " + format_bytes(s.gpu_peak);
+    if (s.end < 0.0) detail += ", never ended";
+    report.bands.push_back({s.name, s.begin, end, detail});
+  }
+  if (record.peak_tree_rss >= 0 && !record.t.empty()) {
+    std::string label = fmt::format("peak {} at {}", format_bytes(record.peak_tree_rss),
+                                    seconds(record.peak_tree_rss_t));
+    if (const RunStage* s = stage_at(record, record.peak_tree_rss_t)) {
+      label += fmt::format(" (stage {})", s->name);
+    }
+    report.peak = Marker{"tree RSS (sampled)", record.peak_tree_rss_t,
+                         static_cast<double>(record.peak_tree_rss), label};
+  }
+
+  Table processes{"Processes",
+                  {"pid", "command", "peak RSS", "source", "peak GPU", "lifetime", "exit"},
+                  {true, false, true, false, true, true, false},
+                  {},
+                  "peak RSS from VmHWM is exact; 'sampled' is a lower bound"};
+  for (const RunProcess& p : record.processes) {
+    const double end = p.end < 0.0 ? record.duration : p.end;
+    processes.rows.push_back({std::to_string(p.pid), p.command, bytes_or_dash(p.peak_rss),
+                              p.peak_rss_source.empty() ? "-" : p.peak_rss_source,
+                              bytes_or_dash(p.peak_gpu), seconds(end - p.start), exit_text(p)});
+  }
+  report.tables.push_back(std::move(processes));
+  if (!record.stages.empty()) {
+    Table stages{"Stages",
+                 {"stage", "pid", "begin", "duration", "tree RSS peak", "exact figures"},
+                 {false, true, true, true, true, false},
+                 {},
+                 "tree RSS peak: the highest sample during the stage; exact figures: the "
+                 "stage's own tracker"};
+    for (const RunStage& s : record.stages) {
+      const double end = s.end < 0.0 ? record.duration : s.end;
+      stages.rows.push_back({s.name, std::to_string(s.pid), seconds(s.begin),
+                             s.end < 0.0 ? "never ended" : seconds(end - s.begin),
+                             bytes_or_dash(s.tree_rss_peak), metrics_text(s.metrics)});
+    }
+    report.tables.push_back(std::move(stages));
+  }
+  return report;
+}
+
+Report report_of_metrics(const Metrics& metrics, const std::string& source) {
+  Report report;
+  report.title = "memscope report: " + source;
+  report.subtitle = source;
+  const std::map<std::string, std::string> text = metrics_format(metrics);
+  // One table per stage: the text before the key's first '_' ("train_mem_cpu_alloc_delta" is
+  // train's), as format_metrics_table groups them.
+  std::map<std::string, Table> by_stage;
+  for (const auto& [key, value] : text) {
+    const std::size_t cut = key.find('_');
+    std::string stage = cut == std::string::npos ? std::string() : key.substr(0, cut);
+    if (stage == "before") stage = "init";  // before_init_mem_cpu goes with init
+    Table& t = by_stage[stage];
+    if (t.columns.empty()) {
+      t.title = stage.empty() ? std::string("other metrics") : stage;
+      t.columns = {"metric", "value"};
+      t.numeric = {false, true};
+    }
+    t.rows.push_back({key, value});
+  }
+  report.summary = {{"metrics", std::to_string(metrics.size())},
+                    {"stages", std::to_string(by_stage.size())}};
+  for (auto& [stage, table] : by_stage) report.tables.push_back(std::move(table));
+  return report;
 }
 
 }  // namespace memscope::cli

@@ -1,0 +1,177 @@
+"""HTML reports in headless Chromium: pages written by html_fixture (Reports built in code with
+known contents) and by the command itself load with no page error, and what the page drew
+(its #memscope-report-state, written after Chart.js rendered) has the expected lines, point
+counts and peak. Each page's screenshot is saved under BUILD_DIR/test-artifacts/cli/.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import BUILD_DIR, CLI, REAL_TRACE, SOURCE_DIR, memscope
+
+sys.path.insert(0, str(SOURCE_DIR / "python" / "tests"))
+from browser import chromium, chromium_missing_reason, load_page
+
+FIXTURE = BUILD_DIR / "tests" / "cli" / "memscope_html_fixture"
+MAX_POINTS = 4000  # HtmlOptions::max_points
+MiB = 1 << 20
+
+needs_chromium = pytest.mark.skipif(chromium() is None, reason=chromium_missing_reason())
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    if not FIXTURE.exists():
+        pytest.skip(f"{FIXTURE} is not built (target memscope_html_fixture)")
+    out = tmp_path_factory.mktemp("pages")
+    subprocess.run([str(FIXTURE), str(out)], check=True, timeout=120)
+    return out
+
+
+def load(path: Path, artifacts: Path) -> tuple[dict, str]:
+    """Loads the page; returns its state and DOM, after checking it raised no error."""
+    shot = artifacts / (path.stem + ".png")
+    page = load_page(path.read_text(encoding="utf-8"), screenshot=shot)
+    assert page.errors == [], page.errors
+    assert page.screenshot is not None and page.screenshot.stat().st_size > 0
+    m = re.search(r'<pre id="memscope-report-state"[^>]*>(.*?)</pre>', page.dom, re.DOTALL)
+    assert m, "the page wrote no state"
+    state = json.loads(html.unescape(m.group(1)))
+    assert state["rendered"] is True, state
+    return state, page.dom
+
+
+def by_name(state: dict) -> dict[str, dict]:
+    return {s["name"]: s for s in state["series"]}
+
+
+def check_self_contained(text: str) -> None:
+    # No network: nothing loaded from elsewhere.
+    assert not re.search(r"""<(script|link|img)[^>]+(src|href)=["']?https?:""", text)
+    assert "Chart.js v3" in text
+
+
+@needs_chromium
+def test_run_like_report(pages: Path, artifacts: Path) -> None:
+    text = (pages / "run.html").read_text(encoding="utf-8")
+    check_self_contained(text)
+    state, dom = load(pages / "run.html", artifacts)
+    series = by_name(state)
+    assert list(series) == ["tree RSS (sampled)", "pid 100 RSS", "pid 101 RSS",
+                            "GPU used (device 0)"]
+    assert series["tree RSS (sampled)"]["points"] == 101
+    assert series["pid 101 RSS"]["points"] == 61  # it lived from 2 s to 8 s
+    assert all(s["sampled"] and s["elements"] == s["points"] for s in series.values())
+    assert state["peak"] == {"series": "tree RSS (sampled)", "t": 6, "bytes": 900 * MiB,
+                             "label": "peak 900 MiB at 6.000 s (stage train)", "drawn": True}
+    # The line drawn reaches the marked peak, where the marker is.
+    assert series["tree RSS (sampled)"]["max"] == {"t": 6, "bytes": 900 * MiB}
+    assert state["bands"] == ["load", "train", "eval"]
+    assert state["tables"] == 1
+    assert "VmHWM" in dom and "<canvas id=\"memscope-chart\"" in dom
+    assert "Decimated" not in dom
+
+
+@needs_chromium
+def test_replay_like_report_with_segment_map(pages: Path, artifacts: Path) -> None:
+    state, dom = load(pages / "replay.html", artifacts)
+    series = by_name(state)
+    assert list(series) == ["allocated", "reserved"]
+    assert all(s["step"] for s in series.values())
+    assert state["peak"]["series"] == "reserved"
+    assert state["peak"]["t"] == pytest.approx(0.6)
+    assert series["reserved"]["max"]["bytes"] == state["peak"]["bytes"] == 64 * MiB
+    assert state["segments"] == 3
+    assert state["blocks"] == 17
+    assert state["bands"] == ["forward", "backward"]
+    assert "Largest live allocations at the peak, by frame" in dom
+
+
+@needs_chromium
+def test_a_million_points_are_decimated_keeping_the_peak(pages: Path, artifacts: Path) -> None:
+    path = pages / "million.html"
+    assert path.stat().st_size < 2_000_000  # the points did not all go into the page
+    state, dom = load(path, artifacts)
+    (series,) = state["series"]
+    assert series["original_points"] == 1_000_000
+    assert 100 < series["points"] <= MAX_POINTS
+    assert series["max"] == {"t": pytest.approx(654.321), "bytes": 1536 * MiB}
+    assert state["peak"]["t"] == pytest.approx(654.321)
+    assert state["peak"]["drawn"] is True
+    assert "Decimated for drawing" in dom
+    assert "allocated from 1,000,000 points" in dom
+
+
+@needs_chromium
+def test_report_with_no_series_has_no_chart(pages: Path, artifacts: Path) -> None:
+    state, dom = load(pages / "empty.html", artifacts)
+    assert state["series"] == [] and state["peak"] is None
+    assert state["tables"] == 2
+    assert "memscope-chart" not in dom.split("<script")[0]
+    assert "train_mem_cpu_alloc_delta" in dom
+
+
+@needs_chromium
+def test_hostile_names_are_text(pages: Path, artifacts: Path) -> None:
+    evil = "</script><b>bold</b><!-- \"quoted\" 'single' & \ufffd\ufffd end"
+    raw = (pages / "hostile.html").read_bytes()
+    raw.decode("utf-8")  # valid UTF-8, though the names were not
+    assert b"<b>bold</b>" not in raw
+    state, dom = load(pages / "hostile.html", artifacts)
+    assert ("pid 100 " + evil) in by_name(state)
+    assert state["peak"]["label"] == "peak " + evil
+    assert "train " + evil in state["bands"]
+    assert state["segments"] == 1
+    assert "<b>bold</b>" not in dom  # no element was made of a name
+
+
+@needs_chromium
+def test_report_json_round_trip_renders_the_same(pages: Path, artifacts: Path) -> None:
+    # The fixture wrote run.html from the Report and roundtrip.html from its JSON read back.
+    assert (pages / "roundtrip.html").read_bytes() == (pages / "run.html").read_bytes()
+    data = json.loads((pages / "report.json").read_text())
+    assert data["format"] == "memscope-report" and data["version"] == 1
+
+
+def command_page(args: list[str], out: Path, artifacts: Path, timeout: float) -> dict:
+    if not CLI.exists():
+        pytest.skip(f"{CLI} is not built")
+    result = memscope(*args, timeout=timeout)
+    if result.returncode != 0 or not out.exists():
+        pytest.skip(f"memscope {' '.join(map(str, args))} wrote no page yet (exit "
+                    f"{result.returncode}: {result.stderr.strip()[-300:]})")
+    state, _ = load(out, artifacts)
+    return state
+
+
+@needs_chromium
+def test_replay_html_of_the_real_trace(artifacts: Path) -> None:
+    out = artifacts / "replay.html"
+    out.unlink(missing_ok=True)
+    state = command_page(["replay", str(REAL_TRACE), "--html", str(out)], out, artifacts, 300)
+    series = by_name(state)
+    assert {"reserved", "allocated", "live (requested)"} <= set(series)
+    assert all(s["points"] <= MAX_POINTS for s in series.values())
+    assert state["peak"]["series"] == "reserved"
+    assert series["reserved"]["max"]["bytes"] == state["peak"]["bytes"]
+    assert state["segments"] > 0 and state["blocks"] >= state["segments"]
+
+
+@needs_chromium
+def test_run_html_of_a_python_child(artifacts: Path) -> None:
+    out = artifacts / "run.html"
+    out.unlink(missing_ok=True)
+    child = "import time; b = bytearray(64 << 20); time.sleep(0.5)"
+    state = command_page(["run", "--interval", "50", "--html", str(out), "--",
+                          sys.executable, "-c", child], out, artifacts, 120)
+    series = by_name(state)
+    assert "tree RSS (sampled)" in series
+    assert state["peak"]["series"] == "tree RSS (sampled)"
+    assert state["peak"]["bytes"] >= 64 * MiB

@@ -75,6 +75,8 @@ from ._memscope import (
     load_trace,
     parse_size,
     process_peak_rss,
+    stage_marks_enabled,
+    write_stage_mark,
 )
 
 __all__ = [
@@ -88,7 +90,7 @@ __all__ = [
     "list_gpu_processes", "gpu_processes", "set_per_process_memory_fraction",
     "cuda_is_available", "device_count", "current_device", "set_device", "default_allocator",
     "format_bytes", "format_size_exact", "parse_size", "host", "__version__",
-    "process_peak_rss",
+    "process_peak_rss", "stage_marks_enabled", "write_stage_mark",
     "Trace", "load_trace", "ReplayResult", "ReplayMoment", "ReplaySite", "FitResult",
     "Comparison",
 ]

@@ -11,6 +11,7 @@
 
 #include "bindings.hpp"
 #include "errors.hpp"
+#include "memscope/stage_marks.hpp"
 #include "sources.hpp"
 
 namespace memscope::python {
@@ -166,6 +167,23 @@ void bind_tracker(nb::module_& m) {
 
   m.def("_skip_memory_metrics_from_env", &skip_memory_metrics_from_env,
         "MEMSCOPE_SKIP_MEMORY_METRICS as a switch; ConfigError when it is not one.");
+  m.def("stage_marks_enabled", &stage_marks_enabled,
+        "Whether this process writes stage marks (it runs under `memscope run`).");
+  m.def(
+      "write_stage_mark",
+      [](const std::string& kind, const std::string& stage,
+         const std::map<std::string, std::int64_t>& metrics) {
+        if (kind != "begin" && kind != "end") {
+          raise(PyExc_ValueError, fmt::format("write_stage_mark: kind '{}' is not a mark kind; "
+                                              "use 'begin' or 'end'",
+                                              kind));
+        }
+        nb::gil_scoped_release unlocked;
+        write_stage_mark(kind, stage, metrics);
+      },
+      nb::arg("kind"), nb::arg("stage"), nb::arg("metrics") = std::map<std::string, std::int64_t>{},
+      "Writes a stage mark for `memscope run` (a no-op outside it; never blocks or raises for "
+      "the pipe). Tracker writes them itself; this is for stages it does not run.");
   m.def(
       "metrics_format",
       [](const nb::dict& metrics, bool trainer_compat) {

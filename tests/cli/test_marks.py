@@ -161,3 +161,31 @@ def test_marks_arrive_from_a_child_whose_parent_closed_the_descriptor(artifacts:
     assert stages[1]["metrics"]["cpu_alloc_delta"] > 7 * MiB
     assert_marks_pair_up(record, pid)
     assert pid in [p["pid"] for p in record["processes"]]
+
+
+MARKS_BY_HAND = textwrap.dedent("""
+    import memscope
+    print("enabled", memscope.stage_marks_enabled(), flush=True)
+    memscope.write_stage_mark("begin", "by-hand")
+    memscope.write_stage_mark("end", "by-hand", {"tokens": 5})
+    try:
+        memscope.write_stage_mark("middle", "by-hand")
+    except ValueError as e:
+        print("refused:", e, flush=True)
+""")
+
+
+def test_python_write_stage_mark_by_hand(artifacts: Path) -> None:
+    reason = python_package_reason()
+    if reason:
+        pytest.skip(reason)
+    record, summary = run_with_marks(artifacts, sys.executable, "-c", MARKS_BY_HAND)
+    assert "enabled True" in summary
+    assert "refused: write_stage_mark: kind 'middle'" in summary
+    [stage] = record["stages"]
+    assert stage["name"] == "by-hand" and stage["metrics"] == {"tokens": 5}
+    # Outside `memscope run` marks go nowhere, silently.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSCOPE_MARKS_")}
+    alone = subprocess.run([sys.executable, "-c", MARKS_BY_HAND], capture_output=True, text=True,
+                           env=env, timeout=60, check=True)
+    assert "enabled False" in alone.stdout

@@ -7,10 +7,12 @@ import ctypes
 import json
 import os
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import memscope
+from conftest import CLI, MiB, memscope
 
 NO_LIMIT_ABOVE = 1 << 62  # cgroup v1 writes "no limit" as its largest page counter
 
@@ -40,24 +42,17 @@ def info_json() -> dict:
     return json.loads(result.stdout)
 
 
+def size_text(n: int) -> str:
+    """A pattern for how memscope prints a size: '23.54 GiB (25276071936 bytes)' (the unit's
+    rounding is format_bytes's, tested in C++; the exact count is compared here)."""
+    return rf"\d+(\.\d\d)? [KMGTPE]?i?B \({n} bytes\)"
+
+
 def test_text_shows_the_host_total_of_proc_meminfo() -> None:
     result = memscope("info", check=True)
     total = meminfo()["MemTotal"]
-    lines = [line.split() for line in result.stdout.splitlines()]
-    assert ["total", *_formatted(total)] in [line for line in lines if line[:1] == ["total"]], (
-        result.stdout)
     assert result.stdout.startswith("Host memory")
-
-
-def _formatted(n: int) -> list[str]:
-    """How memscope prints a size: '23.54 GiB (25276071936 bytes)', split into words."""
-    units = ["B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"]
-    value, unit = float(n), 0
-    while value >= 1024 and unit < len(units) - 1:
-        value /= 1024
-        unit += 1
-    text = f"{n} B" if unit == 0 else f"{value:.2f} {units[unit]}"
-    return [*text.split(), f"({n}", "bytes)"]
+    assert re.search(rf"^  total +{size_text(total)}$", result.stdout, re.M), result.stdout
 
 
 def test_json_host_memory_is_exactly_proc_meminfo() -> None:
@@ -69,9 +64,10 @@ def test_json_host_memory_is_exactly_proc_meminfo() -> None:
     assert 0 < data["host"]["mem_available"] <= mem["MemTotal"]
 
 
-def cgroup_here() -> tuple[int, str, int | None, str | None]:
-    """(version, path, limit or None, where the limit is set) of this process's memory cgroup,
-    read independently of memscope: the tightest limit on the way up to the mount's root."""
+def cgroup_here() -> tuple[int, str, int | None, str | None, Path]:
+    """(version, path, limit or None, where the limit is set, its folder) of this process's
+    memory cgroup, read independently of memscope: the tightest limit on the way up to the
+    mount's root."""
     v1 = v2 = None
     for line in Path("/proc/self/cgroup").read_text().splitlines():
         ident, controllers, path = line.split(":", 2)
@@ -105,12 +101,12 @@ def cgroup_here() -> tuple[int, str, int | None, str | None]:
         if value is not None and (limit is None or value < limit):
             cgroup_path = "/".join(path.split("/")[: len(path.split("/")) - (len(parts) - depth)])
             limit, at = value, cgroup_path or "/"
-    return version, path, limit, at
+    return version, path, limit, at, Path(mountpoint, *parts)
 
 
 def test_cgroup_limit_matches_the_cgroup_files() -> None:
     data = info_json()["cgroup"]
-    version, path, limit, at = cgroup_here()
+    version, path, limit, at, _ = cgroup_here()
     assert data["version"] == version
     assert data["path"] == path
     assert data["limit"] == limit
@@ -120,8 +116,10 @@ def test_cgroup_limit_matches_the_cgroup_files() -> None:
     assert f"cgroup v{version} ({path})" in text
     limit_line = re.search(r"^  limit +(.*)$", text, re.M)
     assert limit_line is not None
-    assert limit_line.group(1) == ("none" if limit is None else
-                                   " ".join(_formatted(limit)) + f", set at {at}")
+    if limit is None:
+        assert limit_line.group(1) == "none"
+    else:
+        assert re.fullmatch(size_text(limit) + f", set at {re.escape(at)}", limit_line.group(1))
 
 
 def test_nvml_and_cuda_say_whether_they_are_usable_and_why_not() -> None:
@@ -166,3 +164,39 @@ def test_help_documents_json() -> None:
     result = memscope("info", "--help")
     assert result.returncode == 0
     assert "--json" in result.stdout
+
+
+def test_a_limit_set_above_the_process_cgroup_is_found(tmp_path: Path) -> None:
+    """Where this process may make cgroups (root in a container), run memscope info in a new
+    cgroup inside a new one with a tighter limit: the limit above applies and is reported."""
+    version, own_path, _, _, own_dir = cgroup_here()
+    limit_name = "memory.limit_in_bytes" if version == 1 else "memory.max"
+    outer = own_dir / f"memscope-info-test-{os.getpid()}"
+    inner = outer / "inner"
+    made = []
+    try:
+        for folder, limit in ((outer, 768 * MiB), (inner, 2048 * MiB)):
+            folder.mkdir()
+            made.append(folder)
+            (folder / limit_name).write_text(str(limit))
+    except OSError as e:
+        for folder in reversed(made):
+            folder.rmdir()
+        pytest.skip(f"cannot make a memory cgroup with a limit here: {e}")
+    try:
+        # The shell moves itself into the inner cgroup, then becomes memscope info.
+        script = (f"echo $$ > {shlex.quote(str(inner / 'cgroup.procs'))} && "
+                  f"exec {shlex.quote(str(CLI))} info --json")
+        result = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                                timeout=60)
+        if result.returncode != 0 and "cgroup.procs" in result.stderr:
+            pytest.skip("cannot move a process into a new cgroup here: " + result.stderr)
+        assert result.returncode == 0, result.stderr
+        data = json.loads(result.stdout)["cgroup"]
+        own_path = own_path.rstrip("/")
+        assert data["path"] == f"{own_path}/{outer.name}/inner"
+        assert data["limit"] == 768 * MiB
+        assert data["limit_at"] == f"{own_path}/{outer.name}"
+    finally:
+        inner.rmdir()
+        outer.rmdir()

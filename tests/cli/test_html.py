@@ -175,3 +175,25 @@ def test_run_html_of_a_python_child(artifacts: Path) -> None:
     assert "tree RSS (sampled)" in series
     assert state["peak"]["series"] == "tree RSS (sampled)"
     assert state["peak"]["bytes"] >= 64 * MiB
+
+
+@needs_chromium
+def test_report_html_of_saved_run_and_metrics(artifacts: Path) -> None:
+    run_json = artifacts / "run.json"
+    run_json.unlink(missing_ok=True)
+    result = memscope("run", "--json", run_json, "--", sys.executable, "-c", "pass", timeout=120)
+    if result.returncode != 0 or not run_json.exists():
+        pytest.skip(f"memscope run --json wrote nothing yet: {result.stderr.strip()[-300:]}")
+    out = artifacts / "report-run.html"
+    out.unlink(missing_ok=True)
+    state = command_page(["report", run_json, "--html", out], out, artifacts, 120)
+    assert "tree RSS (sampled)" in by_name(state)
+
+    metrics = artifacts / "train_results.json"
+    metrics.write_text(json.dumps({"train_mem_cpu_alloc_delta": 12 * MiB,
+                                   "train_mem_cpu_peaked_delta": 3 * MiB,
+                                   "eval_mem_gpu_alloc_delta": 0, "train_runtime": 1.5}))
+    out = artifacts / "report-metrics.html"
+    out.unlink(missing_ok=True)
+    state = command_page(["report", metrics, "--html", out], out, artifacts, 120)
+    assert state["series"] == [] and state["tables"] == 2  # train and eval, no chart

@@ -146,7 +146,7 @@ Report report_of_run(const RunRecord& record) {
     report.summary.emplace_back("cgroup limit", format_bytes(record.cgroup_limit));
   }
   report.summary.emplace_back("GPU memory",
-                              record.gpu_status == "nvml" ? "watched (NVML)" : record.gpu_status);
+                              record.gpu_status == "nvml" ? "watched (NVML)" : "not watched");
   report.x_label = "time since the command started (s)";
   report.notes.push_back(fmt::format(
       "RSS over time is sampled every {:g} ms; each process's peak is the kernel's VmHWM "

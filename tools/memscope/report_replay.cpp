@@ -200,8 +200,9 @@ Report report_of_replay(const ReplayReportInput& input) {
 
   report.title = "memscope replay: " + input.source;
   report.subtitle =
-      fmt::format("{}, device {}, settings \"{}\", simulated device of {}", input.source,
-                  input.device, result.config, format_size_exact(input.capacity));
+      fmt::format("{}, device {}, settings {}, simulated device of {}", input.source, input.device,
+                  result.config.empty() ? "(defaults)" : "\"" + result.config + "\"",
+                  format_size_exact(input.capacity));
   report.x_label = clock.has_time ? "time since the trace's first event (s)"
                                   : "event (the trace records no times)";
   report.summary = {

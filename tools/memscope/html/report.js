@@ -40,7 +40,7 @@
     return (v < 0 ? '-' : '') + String(Number(a.toFixed(2))) + ' ' + UNITS[i];
   }
   function fmtTime(t, span) {
-    const digits = span >= 1000 ? 0 : span >= 10 ? 2 : 3;
+    const digits = span >= 100 ? 0 : span >= 10 ? 1 : span >= 1 ? 2 : 3;
     return t.toFixed(digits) + ' s';
   }
   // A tick step of 1, 2 or 5 times a power of ten, in the unit of the largest value, so the
@@ -324,7 +324,7 @@
             bodyFont: { family: 'ui-monospace, "DejaVu Sans Mono", monospace', size: 12 },
             itemSort: (a, b) => b.raw.y - a.raw.y,
             callbacks: {
-              title: (items) => (items.length ? 't = ' + fmtTime(items[0].raw.x, span) : ''),
+              title: (items) => (items.length ? 't = ' + fmtTime(items[0].raw.x, 0) : ''),
               label: (item) => {
                 const ds = item.dataset;
                 if (ds.memscopePeak) return (ds.memscopePeak.label || 'peak') + '';
@@ -357,8 +357,9 @@
     const tip = document.getElementById('memscope-segments-tip');
     const box = canvas.parentElement;
     const segs = map.segments.slice(0, MAX_ROWS);
-    const rowH = 16;
-    const gap = 7;
+    // Thinner rows when there are many, so the map stays a few screens tall.
+    const rowH = segs.length > 60 ? 10 : 16;
+    const gap = segs.length > 60 ? 4 : 7;
     const labelW = 170;
     const width = Math.max(box.clientWidth, 480);
     const height = Math.max(segs.length * (rowH + gap), rowH);
@@ -373,7 +374,7 @@
     const largest = segs.reduce((m, s) => Math.max(m, s.size), 1);
     const rows = [];
     let blocks = 0;
-    ctx.font = '12px ui-monospace, "DejaVu Sans Mono", monospace';
+    ctx.font = (rowH < 16 ? '10px' : '12px') + ' ui-monospace, "DejaVu Sans Mono", monospace';
     ctx.textBaseline = 'middle';
     segs.forEach((seg, i) => {
       const y = i * (rowH + gap);

@@ -1,0 +1,148 @@
+// report_of_run / report_of_metrics (tools/memscope/report_builders.hpp) and render_html /
+// write_html (html_report.hpp) on Reports built in code.
+#include <unistd.h>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cli.hpp"
+#include "html_report.hpp"
+#include "memscope/metrics.hpp"
+#include "report_builders.hpp"
+#include "run_record.hpp"
+
+namespace memscope::cli {
+namespace {
+
+constexpr std::int64_t kMiB = 1 << 20;
+
+RunRecord record_with(int processes) {
+  RunRecord r;
+  r.command = {"python3", "train.py"};
+  r.duration = 2.0;
+  r.interval = 0.1;
+  r.gpu_status = "NVML unavailable: no driver";
+  for (int i = 0; i < 20; ++i) {
+    r.t.push_back(i * 0.1);
+    r.tree_rss.push_back((10 + i) * kMiB);
+  }
+  r.peak_tree_rss = 29 * kMiB;
+  r.peak_tree_rss_t = 1.9;
+  for (int p = 0; p < processes; ++p) {
+    RunProcess proc;
+    proc.pid = 100 + p;
+    proc.command = "worker";
+    proc.peak_rss = (p + 1) * kMiB;
+    proc.peak_rss_source = "VmHWM";
+    proc.t = {0.0, 0.1};
+    proc.rss = {kMiB, (p + 1) * kMiB};
+    proc.exit_code = 0;
+    proc.end = 0.2;
+    r.processes.push_back(proc);
+  }
+  RunStage train;
+  train.name = "train";
+  train.pid = 100;
+  train.begin = 1.0;
+  train.end = -1.0;  // never ended: the band runs to the end
+  train.tree_rss_peak = 29 * kMiB;
+  train.metrics = {{"cpu_peaked_delta", 3 * kMiB}};
+  r.stages.push_back(train);
+  return r;
+}
+
+TEST(ReportOfRun, SeriesBandsPeakAndTables) {
+  const Report report = report_of_run(record_with(3));
+  ASSERT_EQ(report.series.size(), 4U);  // tree + 3 processes, no GPU
+  EXPECT_EQ(report.series[0].name, "tree RSS (sampled)");
+  EXPECT_TRUE(report.series[0].sampled);
+  EXPECT_EQ(report.series[1].name, "pid 100 RSS");
+  ASSERT_TRUE(report.peak);
+  EXPECT_EQ(report.peak->series, "tree RSS (sampled)");
+  EXPECT_EQ(report.peak->t, 1.9);
+  EXPECT_EQ(report.peak->bytes, 29.0 * kMiB);
+  EXPECT_NE(report.peak->label.find("(stage train)"), std::string::npos) << report.peak->label;
+  ASSERT_EQ(report.bands.size(), 1U);
+  EXPECT_EQ(report.bands[0].end, 2.0);
+  EXPECT_NE(report.bands[0].detail.find("never ended"), std::string::npos);
+  ASSERT_EQ(report.tables.size(), 2U);
+  EXPECT_EQ(report.tables[0].rows.size(), 3U);
+  EXPECT_EQ(report.tables[1].rows[0][3], "never ended");
+  EXPECT_NE(report.tables[1].rows[0][5].find("cpu_peaked_delta 3.00 MiB"), std::string::npos);
+  bool sampled_note = false;
+  bool gpu_note = false;
+  for (const std::string& n : report.notes) {
+    sampled_note |=
+        n.find("sampled every 100 ms") != std::string::npos && n.find("VmHWM") != std::string::npos;
+    gpu_note |= n.find("no driver") != std::string::npos;
+  }
+  EXPECT_TRUE(sampled_note);
+  EXPECT_TRUE(gpu_note);
+}
+
+TEST(ReportOfRun, DrawsTheEightLargestProcessesAndSaysSo) {
+  const Report report = report_of_run(record_with(12));
+  ASSERT_EQ(report.series.size(), 9U);  // tree + 8
+  // The largest peaks are pids 104..111, drawn in order of appearance.
+  EXPECT_EQ(report.series[1].name, "pid 104 RSS");
+  EXPECT_EQ(report.series[8].name, "pid 111 RSS");
+  EXPECT_EQ(report.tables[0].rows.size(), 12U);  // the table lists all
+  bool said = false;
+  for (const std::string& n : report.notes) said |= n.find("12 processes") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(ReportOfMetrics, OneTablePerStageAndNoChart) {
+  const Metrics metrics = {{"train_mem_cpu_alloc_delta", std::int64_t{12 * kMiB}},
+                           {"train_runtime", 1.5},
+                           {"eval_mem_gpu_alloc_delta", std::int64_t{0}},
+                           {"before_init_mem_cpu", std::int64_t{kMiB}}};
+  const Report report = report_of_metrics(metrics, "train_results.json");
+  EXPECT_TRUE(report.series.empty());
+  ASSERT_EQ(report.tables.size(), 3U);  // eval, init, train
+  EXPECT_EQ(report.tables[0].title, "eval");
+  EXPECT_EQ(report.tables[1].title, "init");
+  EXPECT_EQ(report.tables[2].title, "train");
+  EXPECT_EQ(report.tables[2].rows.size(), 2U);
+  const std::string page = render_html(report);
+  EXPECT_EQ(page.find("<canvas id=\"memscope-chart\""), std::string::npos);
+}
+
+TEST(RenderHtml, EscapesEveryName) {
+  Report report = report_of_run(record_with(1));
+  report.title = "</script><b>x</b>";
+  report.series[0].name = "</script><b>y</b>";
+  report.tables[0].rows[0][1] = "<img src=x onerror=alert(1)>";
+  const std::string page = render_html(report);
+  EXPECT_EQ(page.find("<b>x</b>"), std::string::npos);
+  EXPECT_EQ(page.find("<b>y</b>"), std::string::npos);
+  EXPECT_EQ(page.find("<img"), std::string::npos);
+  EXPECT_NE(page.find("&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;"), std::string::npos);
+  EXPECT_NE(page.find("\\u003c/script>\\u003cb>y\\u003c/b>"), std::string::npos);
+  // Self-contained: Chart.js is in the page and nothing is fetched.
+  EXPECT_NE(page.find("Chart.js v3"), std::string::npos);
+  EXPECT_EQ(page.find("src=\"http"), std::string::npos);
+}
+
+TEST(WriteHtml, WritesAtomicallyAndNamesTheFileOnError) {
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("memscope-html-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const Report report = report_of_run(record_with(1));
+  write_html(report, dir / "r.html");
+  EXPECT_GT(std::filesystem::file_size(dir / "r.html"), 100'000U);  // Chart.js is in it
+  const auto missing = dir / "no-such-folder" / "r.html";
+  try {
+    write_html(report, missing);
+    ADD_FAILURE() << "wrote into a missing folder";
+  } catch (const OutputFailure& e) {
+    EXPECT_NE(std::string(e.what()).find(missing.string()), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(missing));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace memscope::cli

@@ -256,7 +256,8 @@ Json run_record_to_json(const RunRecord& record) {
               {"gpus", std::move(gpus)},
               {"processes", std::move(processes)},
               {"marks", std::move(marks)},
-              {"stages", std::move(stages)}};
+              {"stages", std::move(stages)},
+              {"notes", record.notes}};
 }
 
 RunRecord run_record_from_json(const Json& json, const std::string& source) {
@@ -302,6 +303,13 @@ RunRecord run_record_from_json(const Json& json, const std::string& source) {
   r.processes = list_from_json<RunProcess>(f, "processes", source, process_from_json);
   r.marks = list_from_json<RunMark>(f, "marks", source, mark_from_json);
   r.stages = list_from_json<RunStage>(f, "stages", source, stage_from_json);
+  if (json.contains("notes")) {
+    const Json& notes = f.array("notes");
+    for (std::size_t i = 0; i < notes.size(); ++i) {
+      if (!notes[i].is_string()) f.fail(fmt::format("notes[{}]", i), "must be a string");
+      r.notes.push_back(notes[i].get<std::string>());
+    }
+  }
   return r;
 }
 

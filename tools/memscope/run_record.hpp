@@ -28,7 +28,7 @@ struct RunProcess {
   // before it reset VmHWM), "sampled" (VmHWM was last read before the process ended: a lower
   // bound).
   std::string peak_rss_source;
-  std::int64_t peak_gpu = -1;  // -1: no GPU memory was ever attributed to it
+  std::int64_t peak_gpu = -1;      // -1: no GPU memory was ever attributed to it
   std::optional<int> exit_code;    // when memscope reaped it
   std::optional<int> exit_signal;  // killed by this signal
   // RSS and GPU memory over time, one value per sample while it lived.
@@ -75,8 +75,8 @@ struct RunRecord {
   std::optional<int> child_signal;
   std::string gpu_status;  // "nvml" or why GPU memory was not watched
   std::int64_t host_total = -1;
-  std::int64_t cgroup_limit = -1;  // -1: no limit
-  std::vector<double> t;           // sample times
+  std::int64_t cgroup_limit = -1;      // -1: no limit
+  std::vector<double> t;               // sample times
   std::vector<std::int64_t> tree_rss;  // summed RSS of the tree, one per sample
   std::vector<std::int64_t> tree_gpu;  // summed GPU memory of the tree's processes, per sample
   std::vector<RunGpu> gpus;
@@ -85,6 +85,9 @@ struct RunRecord {
   std::vector<RunStage> stages;       // in order of begin
   std::int64_t peak_tree_rss = -1;    // highest sample of tree_rss
   double peak_tree_rss_t = 0.0;
+  // What a reader should know about how the figures were taken ("3 lines on the marks pipe were
+  // not marks"). Optional in the JSON (absent: none).
+  std::vector<std::string> notes;
 };
 
 [[nodiscard]] nlohmann::json run_record_to_json(const RunRecord& record);

@@ -1,0 +1,43 @@
+// The processes below one process (its children, their children, ...) as /proc shows them now,
+// for `memscope run`: which processes are in the tree, and each one's RSS, kernel peak (VmHWM)
+// and command line.
+//
+// A process is identified by its pid and its start time (field 22 of /proc/<pid>/stat, in clock
+// ticks since boot) together, so a pid the kernel reuses during a long run is a new process.
+// Only processes visible in this /proc (this PID namespace) are found; threads are not
+// processes and are never listed.
+//
+// Thread safety: pure functions over /proc; call from any thread. Errors: none thrown for a
+// process that vanishes while it is read (it is left out, or its fields stay -1); scan_tree()
+// throws std::system_error when /proc itself cannot be listed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace memscope::cli {
+
+struct TreeProcess {
+  int pid = 0;
+  int ppid = 0;
+  std::uint64_t start_ticks = 0;  // with pid, who this process is
+  std::string comm;               // its name (/proc/<pid>/comm); changes when it execs
+  std::int64_t rss = -1;          // VmRSS, bytes; -1 for a zombie or one that vanished
+  std::int64_t hwm = -1;          // VmHWM, bytes; -1 likewise
+};
+
+// Every process whose chain of parents reaches `root` (root itself excluded), parents before
+// their children. Zombies are included (rss and hwm -1) so their children stay in the tree.
+[[nodiscard]] std::vector<TreeProcess> scan_tree(int root);
+
+// The start time of `pid` (clock ticks since boot; with the pid, who the process is); readable
+// for a zombie too. nullopt when the process has gone.
+[[nodiscard]] std::optional<std::uint64_t> read_start_ticks(int pid);
+
+// /proc/<pid>/cmdline with the arguments joined by spaces; the name in /proc/<pid>/comm in
+// brackets when the command line is empty (a zombie, a kernel thread); "" if both are gone.
+[[nodiscard]] std::string read_command_line(int pid);
+
+}  // namespace memscope::cli

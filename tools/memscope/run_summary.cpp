@@ -1,0 +1,129 @@
+#include "run_summary.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string_view>
+
+#include "memscope/units.hpp"
+#include "text_table.hpp"
+
+namespace memscope::cli {
+namespace {
+
+constexpr std::size_t kCommandWidth = 48;
+
+std::string bytes_or_dash(std::int64_t bytes) {
+  return bytes < 0 ? "-" : format_bytes(bytes);
+}
+
+std::string seconds_text(double seconds) {
+  if (seconds < 0) return "-";
+  if (seconds < 10) return fmt::format("{:.2f} s", seconds);
+  if (seconds < 600) return fmt::format("{:.1f} s", seconds);
+  return fmt::format("{:.1f} min", seconds / 60);
+}
+
+std::string exit_text(const RunProcess& p) {
+  if (p.exit_signal) return fmt::format("signal {}", *p.exit_signal);
+  if (p.exit_code) return std::to_string(*p.exit_code);
+  return p.end < 0 ? "running" : "-";  // reaped by its own parent: memscope never saw the code
+}
+
+// The end mark's figures: "cpu_peaked_delta 1.21 GiB, gpu_alloc_delta 0 B".
+std::string metrics_text(const RunStage& stage) {
+  std::string text;
+  for (const auto& [name, value] : stage.metrics) {
+    if (!text.empty()) text += ", ";
+    text += name + " " + format_bytes(value);
+  }
+  return text.empty() ? "-" : text;
+}
+
+std::string processes_table(const RunRecord& record, double run_end) {
+  const bool gpu = !record.tree_gpu.empty();
+  std::vector<TextTable::Column> columns{{"pid", true},     {"command", false}, {"peak RSS", true},
+                                         {"source", false}, {"start", true},    {"lifetime", true},
+                                         {"exit", true}};
+  if (gpu) columns.insert(columns.begin() + 4, TextTable::Column{"peak GPU", true});
+  TextTable table(std::move(columns));
+  for (const RunProcess& p : record.processes) {
+    const double end = p.end < 0 ? run_end : p.end;
+    std::vector<std::string> row{std::to_string(p.pid),
+                                 shorten_command(p.command, kCommandWidth),
+                                 bytes_or_dash(p.peak_rss),
+                                 p.peak_rss_source,
+                                 seconds_text(p.start),
+                                 seconds_text(end - p.start),
+                                 exit_text(p)};
+    if (gpu) row.insert(row.begin() + 4, p.peak_gpu < 0 ? "-" : format_bytes(p.peak_gpu));
+    table.add_row(std::move(row));
+  }
+  return table.render(2);
+}
+
+std::string stages_table(const RunRecord& record) {
+  const bool gpu = !record.tree_gpu.empty();
+  std::vector<TextTable::Column> columns{{"stage", false},        {"pid", true},
+                                         {"begin", true},         {"duration", true},
+                                         {"tree RSS peak", true}, {"end mark figures", false}};
+  if (gpu) columns.insert(columns.begin() + 5, TextTable::Column{"tree GPU peak", true});
+  TextTable table(std::move(columns));
+  for (const RunStage& s : record.stages) {
+    std::vector<std::string> row{s.name,
+                                 std::to_string(s.pid),
+                                 seconds_text(s.begin),
+                                 s.end < 0 ? "not ended" : seconds_text(s.end - s.begin),
+                                 s.tree_rss_peak < 0 ? "no sample" : format_bytes(s.tree_rss_peak),
+                                 metrics_text(s)};
+    if (gpu) row.insert(row.begin() + 5, s.gpu_peak < 0 ? "no sample" : format_bytes(s.gpu_peak));
+    table.add_row(std::move(row));
+  }
+  return table.render(2);
+}
+
+}  // namespace
+
+std::string shorten_command(const std::string& command, std::size_t width) {
+  if (display_width(command) <= width || width < 8) return command;
+  // Keep the program and the end of the arguments, which tell runs apart; cut on a code point.
+  std::size_t head = 0;
+  for (std::size_t points = 0; head < command.size() && points < width / 2; ++head) {
+    if ((static_cast<unsigned char>(command[head]) & 0xC0U) != 0x80U) ++points;
+  }
+  while (head < command.size() && (static_cast<unsigned char>(command[head]) & 0xC0U) == 0x80U) {
+    ++head;
+  }
+  std::size_t tail = command.size();
+  for (std::size_t points = 0; tail > head && points < width - width / 2 - 3;) {
+    --tail;
+    if ((static_cast<unsigned char>(command[tail]) & 0xC0U) != 0x80U) ++points;
+  }
+  return command.substr(0, head) + "..." + command.substr(tail);
+}
+
+std::string format_run_summary(const RunRecord& record) {
+  std::string out;
+  std::string exit = record.child_signal ? fmt::format("killed by signal {} (exit {})",
+                                                       *record.child_signal, record.exit_code)
+                                         : fmt::format("exit {}", record.exit_code);
+  out += fmt::format("memscope run: {} after {}; {} process{} watched\n", exit,
+                     seconds_text(record.duration), record.processes.size(),
+                     record.processes.size() == 1 ? "" : "es");
+  out += "\nProcesses\n" + processes_table(record, record.duration);
+  if (!record.stages.empty()) out += "\nStages\n" + stages_table(record);
+  out += fmt::format("\nTree peak: {} at {} (the sum of the tree's RSS, sampled every {:g} ms)\n",
+                     bytes_or_dash(record.peak_tree_rss), seconds_text(record.peak_tree_rss_t),
+                     record.interval * 1000);
+  out +=
+      "Per-process peaks are the kernel's own (VmHWM, or ru_maxrss from wait4 for processes "
+      "memscope reaped), not sampled; \"sampled\" marks a process that ended between two "
+      "samples (a lower bound), \"marks\" a peak its tracker reported.\n";
+  out += fmt::format("GPU: {}\n", record.gpu_status == "nvml"
+                                      ? "per-process and device memory from NVML, sampled"
+                                      : record.gpu_status);
+  for (const std::string& note : record.notes) out += "Note: " + note + "\n";
+  return out;
+}
+
+}  // namespace memscope::cli

@@ -1,0 +1,280 @@
+#include "run_watch.hpp"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "backends/system_memory.hpp"
+#include "common/proc_status.hpp"
+#include "memscope/device_probe.hpp"
+#include "probes/proc_files.hpp"
+#include "process_tree.hpp"
+#include "run_marks.hpp"
+
+namespace memscope::cli {
+namespace {
+
+std::string read_text(const char* path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// MemTotal, and the tightest memory cgroup limit below it (-1: none).
+void read_host_limits(RunRecord& record) {
+  detail::for_each_status_field(
+      read_text("/proc/meminfo"), [&record](std::string_view key, std::string_view value) {
+        if (key != "MemTotal") return false;
+        record.host_total = detail::status_kib_as_bytes(value).value_or(-1);
+        return true;
+      });
+  for (const detail::CgroupDir& dir : detail::memory_cgroup_dirs(
+           read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"))) {
+    const auto limit = static_cast<std::int64_t>(detail::cgroup_limit(dir).limit);
+    if (limit <= 0 || (record.host_total > 0 && limit >= record.host_total)) continue;
+    if (record.cgroup_limit < 0 || limit < record.cgroup_limit) record.cgroup_limit = limit;
+  }
+}
+
+}  // namespace
+
+RunWatcher::RunWatcher(int self, std::int64_t start_ns, double interval, bool watch_gpu)
+    : self_(self), start_ns_(start_ns) {
+  record_.interval = interval;
+  read_host_limits(record_);
+  if (!watch_gpu) {
+    record_.gpu_status = "not watched";
+    return;
+  }
+  const Availability nvml = NvmlProbe::available();
+  if (!nvml.available) {
+    record_.gpu_status = "NVML unavailable: " + nvml.reason;
+    return;
+  }
+  try {
+    nvml_ = std::make_unique<NvmlProbe>();
+    for (unsigned i = 0; i < nvml_->device_count(); ++i) {
+      RunGpu gpu;
+      gpu.index = i;
+      gpu.name = nvml_->device(i).name;
+      gpu.total = static_cast<std::int64_t>(nvml_->memory(i).total);
+      record_.gpus.push_back(std::move(gpu));
+    }
+    record_.gpu_status = "nvml";
+    gpu_watched_ = true;
+  } catch (const std::exception& e) {
+    nvml_.reset();
+    record_.gpus.clear();
+    record_.gpu_status = std::string("NVML failed: ") + e.what();
+  }
+}
+
+RunWatcher::~RunWatcher() noexcept = default;
+
+double RunWatcher::seconds(std::int64_t ns) const noexcept {
+  return static_cast<double>(ns - start_ns_) / 1e9;
+}
+
+std::size_t RunWatcher::track(int pid, std::uint64_t start_ticks, int ppid, double t,
+                              const std::string& command) {
+  const auto [it, added] = by_identity_.try_emplace({pid, start_ticks}, tracked_.size());
+  if (added) {
+    RunProcess process;
+    process.pid = pid;
+    process.ppid = ppid;
+    process.command = command.empty() ? read_command_line(pid) : command;
+    process.start = t;
+    record_.processes.push_back(std::move(process));
+    Tracked state;
+    state.pid = pid;
+    state.start_ticks = start_ticks;
+    tracked_.push_back(state);
+    ++alive_;
+  }
+  return it->second;
+}
+
+void RunWatcher::ended(std::size_t index, double t) {
+  Tracked& state = tracked_[index];
+  if (state.ended) return;
+  state.ended = true;
+  --alive_;
+  RunProcess& process = record_.processes[index];
+  process.end = state.last_alive >= 0 ? state.last_alive : t;
+  // Its parent reaps it: wait4 on the parent will carry this child's peak in ru_maxrss. The
+  // parent may have ended (and been reaped by us) before we noticed this child had gone.
+  if (process.ppid != self_) {
+    for (std::size_t i = tracked_.size(); i-- > 0;) {
+      if (tracked_[i].pid == process.ppid && i != index) {
+        tracked_[i].reaped_children = true;
+        tracked_[i].reaped_children_peak =
+            std::max({tracked_[i].reaped_children_peak, state.hwm_max, state.reaped_children_peak});
+        break;
+      }
+    }
+  }
+}
+
+void RunWatcher::stop_gpu(const std::string& why) {
+  record_.gpu_status = "NVML failed during the run: " + why;
+  record_.notes.push_back("GPU memory was not watched after " + std::to_string(record_.t.size()) +
+                          " samples: " + why);
+  nvml_.reset();
+}
+
+void RunWatcher::sample_gpu(std::map<int, std::int64_t>& per_pid) {
+  if (!nvml_) return;
+  try {
+    for (RunGpu& gpu : record_.gpus) {
+      gpu.used.push_back(static_cast<std::int64_t>(nvml_->memory(gpu.index).used));
+      for (const GpuProcess& p : nvml_->processes(gpu.index)) {
+        if (p.used_bytes)
+          per_pid[static_cast<int>(p.pid)] += static_cast<std::int64_t>(*p.used_bytes);
+      }
+    }
+  } catch (const std::exception& e) {
+    stop_gpu(e.what());
+  }
+  // Every GPU's vector keeps one value per sample.
+  for (RunGpu& gpu : record_.gpus) {
+    if (gpu.used.size() < record_.t.size()) gpu.used.push_back(-1);
+  }
+}
+
+void RunWatcher::sample(std::int64_t now_ns) {
+  const double t = seconds(now_ns);
+  record_.t.push_back(t);
+  std::map<int, std::int64_t> gpu_by_pid;
+  sample_gpu(gpu_by_pid);
+  const bool gpu_known = nvml_ != nullptr;
+
+  std::set<std::size_t> seen;
+  std::int64_t tree_rss = 0;
+  std::int64_t tree_gpu = 0;
+  for (const TreeProcess& p : scan_tree(self_)) {
+    const std::size_t index = track(p.pid, p.start_ticks, p.ppid, t, "");
+    seen.insert(index);
+    RunProcess& process = record_.processes[index];
+    Tracked& state = tracked_[index];
+    process.ppid = p.ppid;  // it may have been reparented to us
+    if (state.ended) continue;
+    if (p.rss < 0) {  // a zombie: it has exited
+      ended(index, t);
+      continue;
+    }
+    if (state.comm != p.comm) {
+      if (!state.comm.empty()) process.command = read_command_line(p.pid);
+      state.comm = p.comm;
+    }
+    state.last_alive = t;
+    state.hwm_max = std::max(state.hwm_max, p.hwm);
+    process.t.push_back(t);
+    process.rss.push_back(p.rss);
+    tree_rss += p.rss;
+    if (gpu_watched_) {
+      std::int64_t gpu = -1;
+      if (gpu_known) {
+        const auto it = gpu_by_pid.find(p.pid);
+        gpu = it == gpu_by_pid.end() ? 0 : it->second;
+        if (gpu > 0) process.peak_gpu = std::max(process.peak_gpu, gpu);
+        tree_gpu += gpu;
+      }
+      process.gpu.push_back(gpu);
+    }
+  }
+  for (std::size_t i = 0; i < tracked_.size(); ++i) {
+    if (!tracked_[i].ended && seen.count(i) == 0) ended(i, t);
+  }
+  record_.tree_rss.push_back(tree_rss);
+  if (gpu_watched_) record_.tree_gpu.push_back(gpu_known ? tree_gpu : -1);
+  if (tree_rss > record_.peak_tree_rss) {
+    record_.peak_tree_rss = tree_rss;
+    record_.peak_tree_rss_t = t;
+  }
+}
+
+void RunWatcher::reaped(int pid, std::uint64_t start_ticks, const std::string& command, int status,
+                        const rusage& usage, std::int64_t now_ns) {
+  const double t = seconds(now_ns);
+  std::size_t index = tracked_.size();
+  if (start_ticks != 0) {
+    index = track(pid, start_ticks, self_, t, command);
+  } else {  // its identity could not be read: the latest process with this pid
+    for (std::size_t i = tracked_.size(); i-- > 0;) {
+      if (tracked_[i].pid == pid && !tracked_[i].reaped_by_us) {
+        index = i;
+        break;
+      }
+    }
+    if (index == tracked_.size()) index = track(pid, 0, self_, t, command);
+  }
+  Tracked& state = tracked_[index];
+  RunProcess& process = record_.processes[index];
+  state.reaped_by_us = true;
+  state.wait4_maxrss = static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // KiB
+  if (WIFEXITED(status)) process.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) process.exit_signal = WTERMSIG(status);
+  if (state.last_alive < 0) state.last_alive = t;  // never sampled: it lived between samples
+  ended(index, t);
+  process.end = t;
+}
+
+void RunWatcher::add_marks(std::vector<RunMark>& marks) {
+  for (RunMark& mark : marks) record_.marks.push_back(std::move(mark));
+  marks.clear();
+}
+
+void RunWatcher::decide_peaks() {
+  const std::int64_t slack = detail::rss_counter_slack(1);
+  for (std::size_t i = 0; i < tracked_.size(); ++i) {
+    const Tracked& state = tracked_[i];
+    RunProcess& process = record_.processes[i];
+    std::int64_t marks_hwm = -1;
+    for (const RunMark& mark : record_.marks) {
+      // A mark belongs to the process of its pid that had started by then (pids are reused).
+      if (mark.pid != state.pid || mark.t < process.start - 2 * record_.interval) continue;
+      if (process.end >= 0 && mark.t > process.end + 2 * record_.interval) continue;
+      marks_hwm = std::max(marks_hwm, mark.hwm);
+    }
+    const bool wait4_exact =
+        state.reaped_by_us &&
+        (!state.reaped_children || state.wait4_maxrss > state.reaped_children_peak + slack);
+    // In order of preference when figures tie: the exact ones first.
+    if (wait4_exact && state.wait4_maxrss >= 0) {
+      process.peak_rss = state.wait4_maxrss;
+      process.peak_rss_source = "wait4";
+    }
+    if (state.hwm_max > process.peak_rss) {
+      process.peak_rss = state.hwm_max;
+      process.peak_rss_source = state.alive_at_end ? "VmHWM" : "sampled";
+    }
+    if (marks_hwm > process.peak_rss) {
+      process.peak_rss = marks_hwm;
+      process.peak_rss_source = "marks";
+    }
+  }
+}
+
+RunRecord RunWatcher::finish(std::int64_t now_ns, std::vector<std::string> command,
+                             double start_unix, int exit_code) {
+  sample(now_ns);
+  for (std::size_t i = 0; i < tracked_.size(); ++i) {
+    if (!tracked_[i].ended) {
+      tracked_[i].alive_at_end = true;
+      record_.processes[i].end = -1.0;
+    }
+  }
+  decide_peaks();
+  record_.command = std::move(command);
+  record_.start_unix = start_unix;
+  record_.duration = seconds(now_ns);
+  record_.exit_code = exit_code;
+  record_.stages =
+      pair_stages(record_.marks, record_.t, record_.tree_rss, record_.tree_gpu, record_.duration);
+  return std::move(record_);
+}
+
+}  // namespace memscope::cli

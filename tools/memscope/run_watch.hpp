@@ -1,0 +1,104 @@
+// What `memscope run` learns about its command's process tree while it runs: samples of every
+// process's RSS and kernel peak (VmHWM) and GPU memory, the exit of each process it reaps, and
+// the stage marks; finish() turns it into a RunRecord with each process's peak and where that
+// peak came from.
+//
+// Peak RSS of a process = the largest of
+//   - the highest VmHWM read while it lived ("VmHWM" when it was still alive at the end of the
+//     run, so the reading is final; "sampled" when it ended between two samples: a lower
+//     bound, exact unless it grew in its last interval),
+//   - the "hwm" of its stage marks ("marks": its tracker's lifetime peak, kept although the
+//     tracker's kernel-hwm windows reset VmHWM),
+//   - wait4's ru_maxrss when memscope reaped it ("wait4": exact). The kernel folds into that
+//     figure the peaks of the children the process reaped itself, so for a process that reaped
+//     children it is only used when it exceeds the highest peak seen of those children by more
+//     than the RSS counters' slack (the figure is then the process's own). A child that was
+//     never sampled (it lived less than an interval), or one that outgrew its parent in its last
+//     interval, can still be counted in its parent's figure: docs/cli.md says so.
+//
+// Thread safety: one thread. Errors: sample() throws std::system_error when /proc cannot be
+// listed; NVML errors turn GPU watching off with the reason in gpu_status and notes.
+#pragma once
+
+#include <sys/resource.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "run_record.hpp"
+
+namespace memscope {
+class NvmlProbe;
+}
+
+namespace memscope::cli {
+
+class RunWatcher {
+ public:
+  // `self`: the runner's pid (the root of the tree, not itself watched). `start_ns`: when the
+  // command started (CLOCK_MONOTONIC); every time in the record counts from it. `watch_gpu`:
+  // false never touches NVML (gpu_status says so).
+  RunWatcher(int self, std::int64_t start_ns, double interval, bool watch_gpu);
+  RunWatcher(const RunWatcher&) = delete;
+  RunWatcher& operator=(const RunWatcher&) = delete;
+  ~RunWatcher() noexcept;
+
+  // Reads the tree now.
+  void sample(std::int64_t now_ns);
+  // A process memscope reaped: `start_ticks` and `command` read from its zombie before wait4
+  // (0 and "" if that failed), its wait status and rusage.
+  void reaped(int pid, std::uint64_t start_ticks, const std::string& command, int status,
+              const rusage& usage, std::int64_t now_ns);
+  void add_marks(std::vector<RunMark>& marks);
+  void add_note(std::string note) { record_.notes.push_back(std::move(note)); }
+
+  // For the progress line.
+  [[nodiscard]] std::size_t processes_alive() const noexcept { return alive_; }
+  [[nodiscard]] std::int64_t last_tree_rss() const noexcept {
+    return record_.tree_rss.empty() ? 0 : record_.tree_rss.back();
+  }
+
+  // Takes a last sample and completes the record (peaks, stages, summary figures).
+  [[nodiscard]] RunRecord finish(std::int64_t now_ns, std::vector<std::string> command,
+                                 double start_unix, int exit_code);
+
+ private:
+  struct Tracked {
+    int pid = 0;
+    std::uint64_t start_ticks = 0;
+    std::string comm;  // when it changes, the process has exec'd: read its command line again
+    double last_alive = -1.0;
+    std::int64_t hwm_max = -1;
+    std::int64_t wait4_maxrss = -1;
+    bool ended = false;
+    bool reaped_by_us = false;
+    bool reaped_children = false;  // a child of it ended under it: it reaped that child
+    // The highest peak known of what it reaped (those children and what they had reaped):
+    // the part of its wait4 ru_maxrss that may not be its own.
+    std::int64_t reaped_children_peak = -1;
+    bool alive_at_end = false;
+  };
+
+  [[nodiscard]] double seconds(std::int64_t ns) const noexcept;
+  [[nodiscard]] std::size_t track(int pid, std::uint64_t start_ticks, int ppid, double t,
+                                  const std::string& command);
+  void ended(std::size_t index, double t);
+  void sample_gpu(std::map<int, std::int64_t>& per_pid);
+  void stop_gpu(const std::string& why);
+  void decide_peaks();
+
+  int self_;
+  std::int64_t start_ns_;
+  RunRecord record_;
+  std::vector<Tracked> tracked_;  // parallel to record_.processes
+  std::map<std::pair<int, std::uint64_t>, std::size_t> by_identity_;
+  std::size_t alive_ = 0;
+  std::unique_ptr<NvmlProbe> nvml_;
+  bool gpu_watched_ = false;  // the per-sample GPU vectors are being filled
+};
+
+}  // namespace memscope::cli

@@ -140,6 +140,42 @@ def test_report_json_round_trip_renders_the_same(pages: Path, artifacts: Path) -
     assert data["format"] == "memscope-report" and data["version"] == 1
 
 
+# Hovers the chart at the peak marker (through the page's own interaction mode, as a pointer
+# would) and records the tooltip's lines in <pre id="memscope-probe">.
+_HOVER_PROBE = """<script>
+window.addEventListener('load', () => setTimeout(() => {
+  const chart = Chart.getChart(document.getElementById('memscope-chart'));
+  const peak = chart.data.datasets.findIndex((d) => d.memscopePeak);
+  const el = chart.getDatasetMeta(peak).data[0];
+  const items = Chart.Interaction.modes.memscopeTime(
+      chart, {type: 'mousemove', native: {}, x: el.x, y: el.y + 5});
+  chart.tooltip.setActiveElements(items, {x: el.x, y: el.y});
+  chart.update();
+  const tip = chart.tooltip;
+  const pre = document.createElement('pre');
+  pre.id = 'memscope-probe';
+  pre.textContent = JSON.stringify({title: tip.title, footer: tip.footer,
+                                    body: tip.body.map((b) => b.lines.join(' '))});
+  document.body.appendChild(pre);
+}, 100));
+</script></body>"""
+
+
+@needs_chromium
+def test_hover_shows_every_line_and_the_stage(pages: Path) -> None:
+    text = (pages / "run.html").read_text(encoding="utf-8").replace("</body>", _HOVER_PROBE)
+    page = load_page(text)
+    assert page.errors == [], page.errors
+    m = re.search(r'<pre id="memscope-probe">(.*?)</pre>', page.dom, re.DOTALL)
+    assert m, "the probe did not run"
+    tip = json.loads(html.unescape(m.group(1)))
+    assert tip["title"] == ["t = 6.000 s"]
+    assert tip["body"] == ["GPU used (device 0): 2.00 GiB", "tree RSS (sampled): 900.0 MiB",
+                           "peak 900 MiB at 6.000 s (stage train)", "pid 100 RSS: 600.0 MiB",
+                           "pid 101 RSS: 300.0 MiB"]
+    assert tip["footer"] == ["stage train: pid 100, 6.0 s, peak 900 MiB"]
+
+
 def command_page(args: list[str], out: Path, artifacts: Path, timeout: float) -> dict:
     if not CLI.exists():
         pytest.skip(f"{CLI} is not built")

@@ -6,9 +6,17 @@
 // HtmlOptions::max_points points, the minimum and maximum of every bucket of time (so no peak
 // or trough is lost) and always the peak point itself; the page says when it did.
 //
-// For tests and tools the page records what it drew in <pre id="memscope-report-state"> (JSON:
-// the series names and point counts, the peak marker's series and time, the bands) once the
-// chart has rendered.
+// For tests and tools the page records what it drew in <pre id="memscope-report-state"> (JSON,
+// written after Chart.js rendered and the segment map was drawn):
+//   {"rendered": true,
+//    "series": [{"name", "points" (drawn, after decimation), "elements" (Chart.js points),
+//                "original_points", "sampled", "step", "max": {"t", "bytes"}}...],
+//    "peak": {"series", "t", "bytes", "label", "drawn"} or null,
+//    "bands": [labels drawn...], "segments": rows drawn, "blocks": blocks drawn,
+//    "tables": tables on the page}
+// A Report with no series has no chart (and no canvas); the rest of the page is the same.
+// Every text is escaped (HTML, and the data's JSON in <script> holds no '<'); names that are
+// not valid UTF-8 have the bad bytes replaced by U+FFFD.
 //
 // Thread safety: pure functions. Errors: write_html() throws OutputFailure naming the file.
 #pragma once

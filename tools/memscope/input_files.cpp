@@ -2,7 +2,6 @@
 #include "input_files.hpp"
 
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -84,8 +83,8 @@ std::string read_file_bytes(const fs::path& path, std::string_view role) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    throw InputFailure(std::string(role) + " " + quoted(path) +
-                       ": cannot be opened: " + std::strerror(errno));
+    throw InputFailure(std::string(role) + " " + quoted(path) + ": cannot be opened: " +
+                       std::error_code(errno, std::generic_category()).message());
   }
   std::ostringstream bytes;
   bytes << in.rdbuf();

@@ -85,7 +85,9 @@ std::size_t parse_size_option(const std::string& text, const std::string& option
                        "': not a size; write a number with a unit, e.g. 24GiB, 80GB, 512MiB "
                        "(KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB of 1000)");
   }
-  if (bytes == 0) throw UsageFailure(option + " '" + text + "': must be more than 0 bytes");
+  if (bytes == 0) {
+    throw UsageFailure(option + " '" + text + "': must be more than 0 bytes, e.g. 24GiB");
+  }
   return bytes;
 }
 

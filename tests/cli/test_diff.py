@@ -1,0 +1,175 @@
+"""End-to-end tests of `memscope diff`: two metrics files, two runs and two traces with known
+changes, and the pairs it refuses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REAL_TRACE, MiB, memscope
+from run_records import write_run
+
+BASE = {
+    "train_runtime": 100.0,
+    "train_mem_cpu_alloc_delta": 100 * MiB,
+    "train_mem_gpu_alloc_delta": 2048 * MiB,
+    "train_mem_gpu_peaked_delta": 64 * MiB,
+    "eval_mem_gpu_alloc_delta": 10 * MiB,
+    "epoch": 3,
+}
+
+
+def write_json(path: Path, data: dict) -> Path:
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_metrics_with_a_known_change(tmp_path: Path, artifacts: Path) -> None:
+    grown = dict(BASE, train_mem_gpu_alloc_delta=BASE["train_mem_gpu_alloc_delta"] + 312 * MiB,
+                 train_mem_cpu_alloc_delta=BASE["train_mem_cpu_alloc_delta"] - 20 * MiB,
+                 train_runtime=110.0)
+    del grown["eval_mem_gpu_alloc_delta"]
+    a = write_json(tmp_path / "a_results.json", BASE)
+    b = write_json(tmp_path / "b_results.json", grown)
+    out_json = artifacts / "metrics-diff.json"
+    out = memscope("diff", a, b, "--json", out_json, check=True).stdout
+    lines = out.splitlines()
+    rows = lines[lines.index(next(line for line in lines if line.startswith("-----"))) + 1:]
+    # Memory keys first, the largest absolute change first.
+    assert rows[0].split()[:2] == ["train", "train_mem_gpu_alloc_delta"]
+    assert "+312.00 MiB" in rows[0] and "+15.2%" in rows[0]
+    assert rows[1].split()[1] == "train_mem_cpu_alloc_delta" and "-20.00 MiB" in rows[1]
+    assert "largest memory change: train_mem_gpu_alloc_delta +312.00 MiB (+15.2%)" in out
+    assert "only in A" in out
+    data = json.loads(out_json.read_text())
+    assert data["format"] == "memscope-diff" and data["kind"] == "metrics"
+    by_key = {r["key"]: r for r in data["rows"]}
+    assert by_key["train_mem_gpu_alloc_delta"]["change"] == 312 * MiB
+    assert by_key["train_runtime"]["change_pct"] == pytest.approx(10.0)
+    assert by_key["eval_mem_gpu_alloc_delta"]["b"] is None
+
+
+def test_metrics_saved_by_the_python_package(tmp_path: Path) -> None:
+    memscope_py = pytest.importorskip("memscope")
+    memscope_py.save_metrics("train", BASE, tmp_path / "a")
+    memscope_py.save_metrics("train", dict(BASE, train_mem_gpu_peaked_delta=128 * MiB),
+                             tmp_path / "b")
+    out = memscope("diff", tmp_path / "a/train_results.json", tmp_path / "b/train_results.json",
+                   check=True).stdout
+    assert "train_mem_gpu_peaked_delta +64.00 MiB (+100.0%)" in out
+
+
+def test_identical_metrics(tmp_path: Path) -> None:
+    a = write_json(tmp_path / "a.json", BASE)
+    out = memscope("diff", a, a, check=True).stdout
+    assert "no memory metric changed; 0 of 6 keys changed" in out
+
+
+def test_runs_by_stage_and_command(tmp_path: Path, artifacts: Path) -> None:
+    a = write_run(tmp_path / "a.json", stages={"train": 700 * MiB, "eval": 300 * MiB},
+                  processes={"python3 train.py": 650 * MiB, "worker": 100 * MiB},
+                  peak=900 * MiB)
+    b = write_run(tmp_path / "b.json", stages={"train": 1000 * MiB, "eval": 310 * MiB},
+                  processes={"python3 train.py": 950 * MiB, "worker": 100 * MiB},
+                  peak=1200 * MiB)
+    out_json = artifacts / "runs-diff.json"
+    out = memscope("diff", a, b, "--json", out_json, check=True).stdout
+    assert "peak tree RSS +300.00 MiB (+33.3%), mostly stage train (+300.00 MiB)" in out
+    assert "python3 train.py (+300.00 MiB peak RSS)" in out
+    data = json.loads(out_json.read_text())
+    assert data["kind"] == "runs"
+    train = [r for r in data["stages"] if r["where"] == "train"]
+    assert {r["figure"] for r in train} >= {"duration", "tree RSS peak (sampled)",
+                                            "cpu_peaked_delta"}
+    assert data["commands"][0]["where"] == "python3 train.py"
+    assert data["commands"][0]["change"] == 300 * MiB
+
+
+def test_runs_recorded_by_memscope_run(tmp_path: Path) -> None:
+    # The same command line allocating 40 and 140 MiB (the size comes from the environment, so
+    # the processes match by command line).
+    child = [sys.executable, "-c",
+             "import os; n = int(os.environ['ALLOC_MIB']) << 20; x = bytearray(n); "
+             "x[::4096] = b'1' * len(x[::4096])"]
+    runs = []
+    for mib in (40, 140):
+        path = tmp_path / f"run{mib}.json"
+        memscope("run", "--json", path, "--", *child, env={"ALLOC_MIB": str(mib)}, check=True)
+        runs.append(path)
+    out_json = tmp_path / "diff.json"
+    memscope("diff", *runs, "--json", out_json, check=True)
+    data = json.loads(out_json.read_text())
+    main = next(r for r in data["commands"] if "ALLOC_MIB" in r["where"])
+    # VmHWM is exact; the interpreter itself is the same in both runs.
+    assert main["change"] == pytest.approx(100 * MiB, abs=4 * MiB)
+
+
+@pytest.fixture(scope="module")
+def grown_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real trace with one 300 MiB allocation added before its peak, never freed."""
+    memscope_py = pytest.importorskip("memscope")
+    data = json.loads(memscope_py.load_trace(REAL_TRACE).to_json())
+    events = data["device_traces"][0]
+    events.insert(1300, {"action": "alloc", "addr": 1 << 50, "size": 300 * MiB, "stream": 0,
+                         "time_us": events[1300]["time_us"],
+                         "frames": [{"name": "make_buffer", "filename": "/home/u/grow.py",
+                                     "line": 12}]})
+    path = tmp_path_factory.mktemp("traces") / "grown.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_traces_name_the_site_that_grew(grown_trace: Path, artifacts: Path) -> None:
+    out_json = artifacts / "traces-diff.json"
+    out = memscope("diff", REAL_TRACE, grown_trace, "--json", out_json, check=True).stdout
+    assert "peak live +300.00 MiB" in out and "mostly grow.py:12 make_buffer (+300.00 MiB)" in out
+    lines = out.splitlines()
+    site_rows = lines[lines.index(next(x for x in lines if x.strip().startswith("site"))) + 2:]
+    assert site_rows[0].split()[:2] == ["grow.py:12", "make_buffer"]
+    data = json.loads(out_json.read_text())
+    assert data["kind"] == "traces"
+    top = data["sites"][0]
+    assert top["site"] == "grow.py:12 make_buffer"
+    assert top["peak_change"] == 300 * MiB and top["end_change"] == 300 * MiB
+    assert all(s["peak_change"] == 0 for s in data["sites"][1:])
+    assert data["trace_b"]["peak_live"] - data["trace_a"]["peak_live"] == 300 * MiB
+    assert data["trace_b"]["live_at_end"] - data["trace_a"]["live_at_end"] == 300 * MiB
+
+
+def test_traces_in_different_formats_compare_equal(grown_trace: Path, tmp_path: Path) -> None:
+    memscope_py = pytest.importorskip("memscope")
+    as_json = tmp_path / "real.json"
+    memscope_py.load_trace(REAL_TRACE).save(as_json)
+    out = memscope("diff", REAL_TRACE, as_json, check=True).stdout
+    assert "no site changed" in out and "peak live 0 B" in out
+
+
+def test_different_kinds_exit_3_naming_both(tmp_path: Path) -> None:
+    metrics = write_json(tmp_path / "m.json", BASE)
+    result = memscope("diff", REAL_TRACE, metrics)
+    assert result.returncode == 3
+    assert "is a trace" in result.stderr and "is saved metrics" in result.stderr
+    assert str(metrics) in result.stderr and str(REAL_TRACE) in result.stderr
+
+
+def test_replay_results_are_refused(tmp_path: Path) -> None:
+    saved = tmp_path / "r.json"
+    memscope("replay", REAL_TRACE, "--json", saved, check=True)
+    result = memscope("diff", saved, saved)
+    assert result.returncode == 3 and "replay result" in result.stderr
+
+
+def test_unknown_kind_and_missing_file_exit_3(tmp_path: Path) -> None:
+    odd = tmp_path / "odd.json"
+    odd.write_text("[1, 2, 3]")
+    result = memscope("diff", odd, odd)
+    assert result.returncode == 3 and "saved metrics" in result.stderr
+    result = memscope("diff", odd, tmp_path / "gone.json")
+    assert result.returncode == 3 and "gone.json" in result.stderr
+
+
+def test_one_argument_is_a_usage_error() -> None:
+    result = memscope("diff", REAL_TRACE)
+    assert result.returncode == 2

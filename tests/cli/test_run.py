@@ -66,7 +66,7 @@ def test_peak_of_a_child_that_allocates_and_frees_is_its_vmhwm(artifacts: Path) 
 def test_every_worker_of_a_forking_child_has_its_own_peak(artifacts: Path) -> None:
     for old in artifacts.glob("worker-*"):
         old.unlink()
-    workers, base, hold_ms, interval_ms = 3, 24, 400, 50
+    workers, base, hold_ms, interval_ms = 3, 24, 600, 50
     result = memscope("run", "--interval", interval_ms, "--json", artifacts / "run.json", "--",
                       RUN_CHILD, "workers", base, workers, artifacts, hold_ms, check=True)
     record = record_of(artifacts / "run.json")
@@ -222,3 +222,29 @@ def test_the_recording_round_trips(artifacts: Path) -> None:
         bad = memscope("report", artifacts / "damaged.json")
         assert bad.returncode == 3
         assert "processes[0].peak_rss" in bad.stderr
+
+
+def test_the_run_ends_with_the_command_and_leaves_descendants_running(artifacts: Path) -> None:
+    # The sleeper must not hold our stdout open, or reading it would wait for the sleeper.
+    code = ("import subprocess; p = subprocess.Popen(['sleep', '60'], "
+            "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid, flush=True)")
+    result = memscope("run", "--json", artifacts / "run.json", "--", sys.executable, "-c", code,
+                      check=True)
+    sleeper_pid = int(result.stdout.split()[0])
+    try:
+        sleeper = process(record_of(artifacts / "run.json"), sleeper_pid)
+        assert sleeper["end"] == -1  # still running when the command exited
+        assert sleeper["peak_rss_source"] == "VmHWM" and sleeper["peak_rss"] > 0
+        assert "running" in result.stdout
+    finally:
+        os.kill(sleeper_pid, signal.SIGKILL)
+
+
+def test_html_report_is_written(artifacts: Path) -> None:
+    html = artifacts / "run.html"
+    html.unlink(missing_ok=True)
+    memscope("run", "--quiet", "--html", html, "--", RUN_CHILD, "alloc", "16",
+             artifacts / "hwm.txt", check=True)
+    text = html.read_text()
+    assert text.lstrip().lower().startswith("<!doctype html")
+    assert "memscope_run_child" in text  # the command is named in the page

@@ -242,19 +242,19 @@ void RunWatcher::decide_peaks() {
     const bool wait4_exact =
         state.reaped_by_us &&
         (!state.reaped_children || state.wait4_maxrss > state.reaped_children_peak + slack);
-    // In order of preference when figures tie: the exact ones first.
-    if (wait4_exact && state.wait4_maxrss >= 0) {
-      process.peak_rss = state.wait4_maxrss;
-      process.peak_rss_source = "wait4";
-    }
-    if (state.hwm_max > process.peak_rss) {
-      process.peak_rss = state.hwm_max;
-      process.peak_rss_source = state.alive_at_end ? "VmHWM" : "sampled";
-    }
-    if (marks_hwm > process.peak_rss) {
-      process.peak_rss = marks_hwm;
-      process.peak_rss_source = "marks";
-    }
+    // The largest figure wins; on a tie, the better-founded source: the kernel's figures for a
+    // process at its end (wait4, or VmHWM read while it still runs), then its tracker's, then
+    // a VmHWM read some time before it ended.
+    const auto consider = [&process](std::int64_t value, const char* source) {
+      if (value >= 0 && value > process.peak_rss) {
+        process.peak_rss = value;
+        process.peak_rss_source = source;
+      }
+    };
+    if (wait4_exact) consider(state.wait4_maxrss, "wait4");
+    if (state.alive_at_end) consider(state.hwm_max, "VmHWM");
+    consider(marks_hwm, "marks");
+    if (!state.alive_at_end) consider(state.hwm_max, "sampled");
   }
 }
 

@@ -1,0 +1,156 @@
+"""End-to-end tests of `memscope report`: each kind of file told by its content, shown as text
+and as HTML, and the files it refuses."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REAL_TRACE, MiB, memscope
+from run_records import write_run
+
+# The Trainer's layout: what Hugging Face's save_metrics writes, by hand.
+TRAINER_METRICS = {
+    "epoch": 3.0,
+    "train_runtime": 125.4,
+    "train_samples_per_second": 81.25,
+    "train_mem_cpu_alloc_delta": 100 * MiB,
+    "train_mem_cpu_peaked_delta": 12 * MiB,
+    "train_mem_gpu_alloc_delta": 2048 * MiB,
+    "train_mem_gpu_peaked_delta": 512 * MiB,
+    "init_mem_cpu_alloc_delta": 7 * MiB,
+    "total_flos": 1.5e15,
+}
+
+
+def test_metrics_written_by_hand(tmp_path: Path) -> None:
+    path = tmp_path / "train_results.json"
+    path.write_text(json.dumps(TRAINER_METRICS))
+    out = memscope("report", path, check=True).stdout
+    assert "***** train metrics *****" in out
+    for key in TRAINER_METRICS:
+        assert key in out
+    assert "2048.00 MiB" in out  # one unit for the memory column
+
+
+def test_metrics_match_the_library_table(tmp_path: Path) -> None:
+    memscope_py = pytest.importorskip("memscope")
+    memscope_py.save_metrics("eval", {"eval_loss": 0.25, "eval_mem_gpu_alloc_delta": 3 * MiB},
+                             tmp_path)
+    out = memscope("report", tmp_path / "eval_results.json", check=True).stdout
+    from memscope._memscope import format_metrics_table  # the C++ function the CLI calls
+
+    expected = format_metrics_table("eval",
+                                    memscope_py.load_metrics(tmp_path / "eval_results.json"))
+    assert out == expected
+    # all_results.json is saved metrics too (the split is "all").
+    out = memscope("report", tmp_path / "all_results.json", check=True).stdout
+    assert "***** all metrics *****" in out and "eval_loss" in out
+
+
+def test_metrics_html(tmp_path: Path, artifacts: Path) -> None:
+    path = tmp_path / "train_results.json"
+    path.write_text(json.dumps(TRAINER_METRICS))
+    html = artifacts / "metrics.html"
+    result = memscope("report", path, "--html", html, check=True)
+    assert f"HTML report: {html}" in result.stdout
+    assert html.read_text().lstrip().lower().startswith("<!doctype html")
+
+
+def test_replay_json_from_replay(artifacts: Path) -> None:
+    saved = artifacts / "replay.json"
+    memscope("replay", REAL_TRACE, "--capacity", "40GiB", "--fit", "--json", saved, check=True)
+    data = json.loads(saved.read_text())
+    out = memscope("report", saved, check=True).stdout
+    assert str(REAL_TRACE) in out
+    row = data["rows"][0]
+    peak_line = next(line for line in out.splitlines() if line.startswith("default"))
+    gib = row["peak_reserved"] / (1 << 30)
+    assert f"{gib:.2f} GiB" in peak_line
+    assert data["top_sites"][0]["where"] in out
+    assert "fits in 40.00 GiB" in out
+    html = artifacts / "replay-again.html"
+    memscope("report", saved, "--html", html, check=True)
+    assert html.stat().st_size > 0
+
+
+def test_replay_json_of_a_newer_version_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps({"format": "memscope-replay", "version": 99, "rows": []}))
+    result = memscope("report", path)
+    assert result.returncode == 3
+    assert str(path) in result.stderr and "version 99" in result.stderr
+
+
+def test_replay_json_missing_a_field_names_it(tmp_path: Path) -> None:
+    path = tmp_path / "cut.json"
+    path.write_text(json.dumps({"format": "memscope-replay", "version": 1, "trace": "t",
+                                "device": 0, "capacity": 1 << 30, "rows": [{"config": ""}]}))
+    result = memscope("report", path)
+    assert result.returncode == 3
+    assert "rows[0]." in result.stderr and str(path) in result.stderr
+
+
+def test_run_written_by_hand(tmp_path: Path, artifacts: Path) -> None:
+    path = write_run(tmp_path / "run.json", stages={"train": 700 * MiB, "eval": 300 * MiB},
+                     processes={"python3 train.py": 650 * MiB, "dataloader worker": 120 * MiB})
+    out = memscope("report", path, check=True).stdout
+    for text in ("python3 train.py", "dataloader worker", "650.00 MiB", "train", "eval"):
+        assert text in out
+    html = artifacts / "run.html"
+    memscope("report", path, "--html", html, check=True)
+    assert html.read_text().lstrip().lower().startswith("<!doctype html")
+
+
+def test_run_recorded_by_memscope_run(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    child = [sys.executable, "-c", "x = bytearray(64 << 20); x[::4096] = b'1' * len(x[::4096])"]
+    memscope("run", "--json", path, "--", *child, check=True)
+    out = memscope("report", path, check=True).stdout
+    recorded = json.loads(path.read_text())
+    pid = recorded["processes"][0]["pid"]
+    assert str(pid) in out and "peak RSS" in out
+    peak = recorded["processes"][0]["peak_rss"]
+    assert peak >= 64 * MiB  # the child touched every page of 64 MiB
+
+
+def test_trace_is_replayed_with_the_defaults() -> None:
+    report = memscope("report", REAL_TRACE, check=True).stdout
+    replay = memscope("replay", REAL_TRACE, check=True).stdout
+    assert report == replay
+
+
+def test_unknown_kind_exits_3_listing_the_kinds(tmp_path: Path) -> None:
+    path = tmp_path / "nested.json"
+    path.write_text(json.dumps({"a": {"b": 1}}))
+    result = memscope("report", path)
+    assert result.returncode == 3
+    for kind in ("saved metrics", "run recording", "replay result", "trace"):
+        assert kind in result.stderr
+    assert str(path) in result.stderr
+
+
+def test_malformed_json_exits_3_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broken.json"
+    path.write_text('{"train_runtime": 1.5,')
+    result = memscope("report", path)
+    assert result.returncode == 3
+    assert str(path) in result.stderr and "not valid JSON" in result.stderr
+
+
+def test_malformed_run_names_the_field(tmp_path: Path) -> None:
+    path = write_run(tmp_path / "run.json", stages={}, processes={"a": MiB})
+    data = json.loads(path.read_text())
+    data["processes"][0]["peak_rss"] = "big"
+    path.write_text(json.dumps(data))
+    result = memscope("report", path)
+    assert result.returncode == 3
+    assert "peak_rss" in result.stderr
+
+
+def test_missing_file_exits_3(tmp_path: Path) -> None:
+    result = memscope("report", tmp_path / "gone.json")
+    assert result.returncode == 3
+    assert "gone.json" in result.stderr

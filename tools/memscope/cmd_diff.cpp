@@ -49,9 +49,9 @@ Metrics metrics_of(const InputFile& f) {
 
 int run_diff_command(const DiffArgs& args) {
   Progress progress("memscope diff");
-  progress.phase("reading " + args.a);
+  progress.phase("memscope diff: reading " + args.a);
   const InputFile a = read_input(args.a, "A");
-  progress.phase("reading " + args.b);
+  progress.phase("memscope diff: reading " + args.b);
   const InputFile b = read_input(args.b, "B");
   for (const InputFile* f : {&a, &b}) {
     if (f->kind == InputKind::unknown) {
@@ -85,10 +85,10 @@ int run_diff_command(const DiffArgs& args) {
                       names);
       break;
     case InputKind::trace: {
-      progress.phase("reading the traces");
+      progress.phase("memscope diff: reading the traces");
       const TorchSnapshot ta = read_trace_file(a.path);
       const TorchSnapshot tb = read_trace_file(b.path);
-      progress.phase("replaying both traces");
+      progress.phase("memscope diff: replaying both traces");
       out = diff_traces(ta, tb, names,
                         args.device >= 0 ? std::optional<std::int64_t>(args.device) : std::nullopt);
       break;

@@ -50,7 +50,7 @@ int run_replay_command(const ReplayArgs& args) {
     Progress progress("memscope replay");
     outcome = run_replay(request, progress);
     if (request.series) {
-      progress.phase("building the report");
+      progress.phase("memscope replay: building the report");
       report = replay_report(outcome);
     }
   }

@@ -82,6 +82,7 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
       ReplayRequest request;
       request.trace = file.path;
       request.series = html;
+      request.progress_prefix = "memscope report: ";
       const ReplayOutcome outcome = run_replay(request, progress);
       out.text = replay_text(outcome);
       if (html) out.report = replay_report(outcome);
@@ -100,7 +101,7 @@ int run_report_command(const ReportArgs& args) {
   Rendered rendered;
   {
     Progress progress("memscope report");
-    progress.phase("reading " + args.file);
+    progress.phase("memscope report: reading " + args.file);
     const InputFile file = read_input(args.file, "FILE");
     rendered = render(file, !args.html.empty(), progress);
   }

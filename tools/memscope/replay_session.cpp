@@ -110,13 +110,13 @@ ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress) {
                        "': no such file; give a PyTorch memory snapshot (.pickle or .json), a "
                        "memscope trace JSON or an RMM log");
   }
-  progress.phase("reading " + request.trace.filename().string());
+  progress.phase(request.progress_prefix + "reading " + request.trace.filename().string());
   out.snapshot = read_trace_file(request.trace);
   out.device = choose_device(request, out.snapshot);
   out.plan = build_replay_plan(out.snapshot, out.device);
 
   if (out.configs.size() == 1) {
-    progress.phase("replaying");
+    progress.phase(request.progress_prefix + "replaying");
     ReplayOptions options;
     options.config = out.parsed.front();
     options.capacity = out.capacity;
@@ -127,7 +127,7 @@ ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress) {
     ComparisonRow row{out.first, std::nullopt};
     row.replay.series.clear();  // the rows carry figures only
     if (request.fit) {
-      progress.phase("searching the smallest device");
+      progress.phase(request.progress_prefix + "searching the smallest device");
       FitOptions fit;
       fit.config = out.parsed.front();
       fit.precision = request.precision;
@@ -138,7 +138,8 @@ ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress) {
     return out;
   }
 
-  progress.phase(fmt::format("replaying {} settings{}", out.configs.size(),
+  progress.phase(request.progress_prefix +
+                 fmt::format("replaying {} settings{}", out.configs.size(),
                              request.fit ? " and searching the smallest device for each" : ""));
   CompareOptions compare;
   compare.capacity = out.capacity;
@@ -151,7 +152,7 @@ ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress) {
   out.first = out.rows.front().replay;
   if (request.series) {
     // The comparison keeps no series; the report's chart needs the first setting's.
-    progress.phase("replaying the first setting for the report");
+    progress.phase(request.progress_prefix + "replaying the first setting for the report");
     ReplayOptions options;
     options.config = out.parsed.front();
     options.capacity = out.capacity;

@@ -32,6 +32,7 @@ struct ReplayRequest {
   std::size_t precision = 2 * MiB;      // of that search
   std::size_t top_sites = 10;           // sites listed at the peak
   bool series = false;                  // keep the first setting's series (HTML, JSON report)
+  std::string progress_prefix = "memscope replay: ";  // starts each progress phase
 };
 
 struct ReplayOutcome {

@@ -1,0 +1,187 @@
+// The pure parts of `memscope run`: RunRecord <-> JSON (run_record.hpp), mark lines and stage
+// pairing (run_marks.hpp), command shortening (run_summary.hpp). The processes themselves are
+// tested end to end in test_run.py.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli.hpp"
+#include "run_marks.hpp"
+#include "run_record.hpp"
+#include "run_summary.hpp"
+
+namespace memscope::cli {
+namespace {
+
+RunRecord sample_record() {
+  RunRecord r;
+  r.command = {"python", "train.py", "--ünïcode"};
+  r.start_unix = 1.7e9;
+  r.duration = 2.5;
+  r.interval = 0.05;
+  r.exit_code = 137;
+  r.child_signal = 9;
+  r.gpu_status = "nvml";
+  r.host_total = std::int64_t{64} << 30;
+  r.t = {0.0, 0.05};
+  r.tree_rss = {100, 300};
+  r.tree_gpu = {0, 7};
+  r.gpus.push_back(RunGpu{0, "NVIDIA H200", 1000, {5, 6}});
+  RunProcess p;
+  p.pid = 42;
+  p.ppid = 41;
+  p.command = "python train.py";
+  p.end = 2.4;
+  p.peak_rss = 300;
+  p.peak_rss_source = "wait4";
+  p.exit_signal = 9;
+  p.t = {0.0, 0.05};
+  p.rss = {100, 300};
+  p.gpu = {0, 7};
+  p.peak_gpu = 7;
+  r.processes.push_back(p);
+  r.marks.push_back(RunMark{0.01, 42, "begin", "train", 100, {}});
+  r.marks.push_back(RunMark{0.04, 42, "end", "train", 300, {{"cpu_peaked_delta", 200}}});
+  r.stages.push_back(RunStage{"train", 42, 0.01, 0.04, 300, 7, {{"cpu_peaked_delta", 200}}});
+  r.peak_tree_rss = 300;
+  r.peak_tree_rss_t = 0.05;
+  r.notes = {"a note"};
+  return r;
+}
+
+TEST(RunRecordJson, RoundTripsEveryField) {
+  const RunRecord r = sample_record();
+  const nlohmann::json json = run_record_to_json(r);
+  EXPECT_EQ(json["format"], "memscope-run");
+  EXPECT_EQ(json["version"], 1);
+  EXPECT_TRUE(is_run_record(json));
+  // Through text, as the files go.
+  const RunRecord back = run_record_from_json(nlohmann::json::parse(json.dump()), "run.json");
+  EXPECT_EQ(run_record_to_json(back), json);
+  EXPECT_EQ(back.child_signal, 9);
+  EXPECT_FALSE(back.child_exit_code.has_value());
+  EXPECT_EQ(back.processes.at(0).exit_signal, 9);
+  EXPECT_EQ(back.stages.at(0).metrics.at("cpu_peaked_delta"), 200);
+}
+
+std::string error_of(const nlohmann::json& json) {
+  try {
+    (void)run_record_from_json(json, "run.json");
+  } catch (const InputFailure& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(RunRecordJson, NamesTheFieldThatIsWrong) {
+  const nlohmann::json good = run_record_to_json(sample_record());
+  nlohmann::json j = good;
+  j["processes"][0]["peak_rss"] = "big";
+  EXPECT_NE(error_of(j).find("processes[0].peak_rss' must be an integer"), std::string::npos)
+      << error_of(j);
+  j = good;
+  j.erase("duration");
+  EXPECT_NE(error_of(j).find("'duration' is missing"), std::string::npos) << error_of(j);
+  j = good;
+  j["stages"][0]["metrics"]["x"] = 1.5;
+  EXPECT_NE(error_of(j).find("stages[0].metrics.x"), std::string::npos) << error_of(j);
+  j = good;
+  j["tree_rss"].push_back(1);
+  EXPECT_NE(error_of(j).find("'tree_rss'"), std::string::npos) << error_of(j);
+  j = good;
+  j["version"] = 2;
+  EXPECT_NE(error_of(j).find("version 2"), std::string::npos) << error_of(j);
+  j = good;
+  j["format"] = "memscope-replay";
+  EXPECT_NE(error_of(j).find("not a memscope run recording"), std::string::npos);
+  EXPECT_NE(error_of(nlohmann::json::array()).find("run.json"), std::string::npos);
+  j = good;
+  j.erase("notes");  // optional: older or hand-made files
+  EXPECT_EQ(error_of(j), "");
+}
+
+TEST(RunMarks, ParsesTheLibrarysLines) {
+  const std::optional<RunMark> mark = parse_mark_line(
+      R"({"memscope_mark":1,"kind":"end","stage":"train","pid":7,"t_ns":3500000000,"hwm":4096,)"
+      R"("metrics":{"cpu_peaked_delta":1024,"gpu_alloc_delta":-5}})",
+      1'000'000'000);
+  ASSERT_TRUE(mark.has_value());
+  EXPECT_EQ(mark->kind, "end");
+  EXPECT_EQ(mark->stage, "train");
+  EXPECT_EQ(mark->pid, 7);
+  EXPECT_DOUBLE_EQ(mark->t, 2.5);
+  EXPECT_EQ(mark->hwm, 4096);
+  EXPECT_EQ(mark->metrics.at("gpu_alloc_delta"), -5);
+}
+
+TEST(RunMarks, RefusesWhatIsNotAMark) {
+  for (const char* line : {"hello", "{}", "[1,2]",
+                           R"({"memscope_mark":2,"kind":"begin","stage":"a","pid":1,"t_ns":1})",
+                           R"({"memscope_mark":1,"kind":"middle","stage":"a","pid":1,"t_ns":1})",
+                           R"({"memscope_mark":1,"kind":"begin","stage":3,"pid":1,"t_ns":1})",
+                           R"({"memscope_mark":1,"kind":"begin","stage":"a","pid":-1,"t_ns":1})",
+                           R"({"memscope_mark":1,"kind":"begin","stage":"a","pid":1})",
+                           R"({"memscope_mark":1,"kind":"begin","stage":"a","pid":1,"t_ns":1)"}) {
+    EXPECT_FALSE(parse_mark_line(line, 0).has_value()) << line;
+  }
+}
+
+TEST(RunMarks, PairsStagesPerProcessInnermostFirst) {
+  const std::vector<RunMark> marks{
+      {1.0, 5, "begin", "step", -1, {}},       {1.5, 6, "begin", "step", -1, {}},
+      {2.0, 5, "begin", "step", -1, {}},       {3.0, 5, "end", "step", -1, {{"m", 1}}},
+      {4.0, 5, "end", "step", -1, {{"m", 2}}}, {4.5, 7, "end", "lonely", -1, {}}};
+  const std::vector<double> t{0.5, 1.2, 2.5, 3.5, 4.2};
+  const std::vector<std::int64_t> rss{10, 20, 50, 30, 40};
+  const std::vector<RunStage> stages = pair_stages(marks, t, rss, {}, 5.0);
+  ASSERT_EQ(stages.size(), 3U);  // an end without a begin makes no stage
+  EXPECT_EQ(stages[0].pid, 5);
+  EXPECT_DOUBLE_EQ(stages[0].end, 4.0);  // the outer step
+  EXPECT_EQ(stages[0].metrics.at("m"), 2);
+  EXPECT_EQ(stages[0].tree_rss_peak, 50);
+  EXPECT_EQ(stages[1].pid, 6);
+  EXPECT_DOUBLE_EQ(stages[1].end, -1.0);  // never ended: its peak runs to the end of the run
+  EXPECT_EQ(stages[1].tree_rss_peak, 50);
+  EXPECT_DOUBLE_EQ(stages[2].begin, 2.0);
+  EXPECT_EQ(stages[2].tree_rss_peak, 50);
+  EXPECT_EQ(stages[2].gpu_peak, -1);  // no GPU samples
+}
+
+TEST(RunMarks, ReaderJoinsLinesSplitAcrossReadsAndCountsJunk) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_NONBLOCK), 0);
+  MarkReader reader(fds[0], 0);
+  const std::string line =
+      R"({"memscope_mark":1,"kind":"begin","stage":"a","pid":1,"t_ns":1000000000})";
+  std::vector<RunMark> out;
+  ASSERT_EQ(::write(fds[1], line.data(), 10), 10);
+  reader.drain(out);  // half a line: nothing yet
+  EXPECT_TRUE(out.empty());
+  const std::string rest = line.substr(10) + "\nnot a mark\n";
+  ASSERT_EQ(::write(fds[1], rest.data(), rest.size()), static_cast<ssize_t>(rest.size()));
+  reader.drain(out);
+  ASSERT_EQ(out.size(), 1U);
+  EXPECT_EQ(out[0].stage, "a");
+  EXPECT_DOUBLE_EQ(out[0].t, 1.0);
+  EXPECT_EQ(reader.malformed(), 1U);
+  ::close(fds[0]);
+  ::close(fds[1]);
+}
+
+TEST(RunSummary, ShortensLongCommandsKeepingBothEnds) {
+  EXPECT_EQ(shorten_command("python a.py", 48), "python a.py");
+  const std::string cut = shorten_command(std::string(100, 'x') + " --seed 7", 20);
+  EXPECT_EQ(cut.size(), 20U);
+  EXPECT_EQ(cut.substr(0, 10), std::string(10, 'x'));
+  EXPECT_NE(cut.find("..."), std::string::npos);
+  EXPECT_EQ(cut.substr(cut.size() - 3), "d 7");
+}
+
+}  // namespace
+}  // namespace memscope::cli

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
 #include <string_view>
+#include <vector>
 
 #include "memscope/units.hpp"
 #include "text_table.hpp"
@@ -12,6 +14,7 @@ namespace memscope::cli {
 namespace {
 
 constexpr std::size_t kCommandWidth = 48;
+constexpr std::size_t kMaxProcessRows = 40;
 
 std::string bytes_or_dash(std::int64_t bytes) {
   return bytes < 0 ? "-" : format_bytes(bytes);
@@ -47,7 +50,21 @@ std::string processes_table(const RunRecord& record, double run_end) {
                                          {"exit", true}};
   if (gpu) columns.insert(columns.begin() + 4, TextTable::Column{"peak GPU", true});
   TextTable table(std::move(columns));
+  // A run with hundreds of short-lived processes (shell helpers, data loader restarts) lists the
+  // command and the ones with the largest peaks, in order of appearance; the JSON has them all.
+  std::int64_t shown_from = -1;
+  if (record.processes.size() > kMaxProcessRows) {
+    std::vector<std::int64_t> peaks;
+    for (const RunProcess& p : record.processes) peaks.push_back(p.peak_rss);
+    std::nth_element(peaks.begin(), peaks.begin() + (kMaxProcessRows - 1), peaks.end(),
+                     std::greater<>());
+    shown_from = peaks[kMaxProcessRows - 1];
+  }
+  std::size_t shown = 0;
   for (const RunProcess& p : record.processes) {
+    const bool the_command = &p == &record.processes.front();  // always listed
+    if (!the_command && (p.peak_rss < shown_from || shown >= kMaxProcessRows)) continue;
+    ++shown;
     const double end = p.end < 0 ? run_end : p.end;
     std::vector<std::string> row{std::to_string(p.pid),
                                  shorten_command(p.command, kCommandWidth),
@@ -59,7 +76,12 @@ std::string processes_table(const RunRecord& record, double run_end) {
     if (gpu) row.insert(row.begin() + 4, p.peak_gpu < 0 ? "-" : format_bytes(p.peak_gpu));
     table.add_row(std::move(row));
   }
-  return table.render(2);
+  std::string text = table.render(2);
+  if (shown < record.processes.size()) {
+    text += fmt::format("  ... and {} more with smaller peaks (all of them are in --json)\n",
+                        record.processes.size() - shown);
+  }
+  return text;
 }
 
 std::string stages_table(const RunRecord& record) {

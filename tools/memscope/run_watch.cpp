@@ -104,17 +104,25 @@ void RunWatcher::ended(std::size_t index, double t) {
   --alive_;
   RunProcess& process = record_.processes[index];
   process.end = state.last_alive >= 0 ? state.last_alive : t;
-  // Its parent reaps it: wait4 on the parent will carry this child's peak in ru_maxrss. The
-  // parent may have ended (and been reaped by us) before we noticed this child had gone.
-  if (process.ppid != self_) {
+  // Its parent reaps it, and the kernel folds its peak into the parent's ru_maxrss, and from
+  // there into the grandparent's once that reaps the parent, and so on up to us. We may notice
+  // the end of a child only after its parent has ended, so every ancestor is told.
+  const std::int64_t peak = std::max(state.hwm_max, state.reaped_children_peak);
+  int parent = process.ppid;
+  std::size_t below = index;
+  for (int hops = 0; parent != self_ && hops < 4096; ++hops) {
+    std::size_t found = tracked_.size();
     for (std::size_t i = tracked_.size(); i-- > 0;) {
-      if (tracked_[i].pid == process.ppid && i != index) {
-        tracked_[i].reaped_children = true;
-        tracked_[i].reaped_children_peak =
-            std::max({tracked_[i].reaped_children_peak, state.hwm_max, state.reaped_children_peak});
+      if (tracked_[i].pid == parent && i != below) {
+        found = i;
         break;
       }
     }
+    if (found == tracked_.size()) break;  // an ancestor we never saw
+    tracked_[found].reaped_children = true;
+    tracked_[found].reaped_children_peak = std::max(tracked_[found].reaped_children_peak, peak);
+    below = found;
+    parent = record_.processes[found].ppid;
   }
 }
 

@@ -92,10 +92,11 @@ struct SignalWatch {
 
 class Session {
  public:
-  Session(const RunOptions& options, pid_t child, std::int64_t start_ns, int marks_fd)
+  Session(const RunOptions& options, RunWatcher& watcher, pid_t child, std::int64_t start_ns,
+          int marks_fd)
       : child_(child),
         interval_ns_(static_cast<std::int64_t>(options.interval_ms) * 1'000'000),
-        watcher_(::getpid(), start_ns, options.interval_ms / 1000.0, options.watch_gpu),
+        watcher_(watcher),
         marks_(marks_fd, start_ns),
         progress_("memscope run"),
         marks_fd_(marks_fd),
@@ -193,7 +194,7 @@ class Session {
 
   pid_t child_;
   std::int64_t interval_ns_;
-  RunWatcher watcher_;
+  RunWatcher& watcher_;
   MarkReader marks_;
   Progress progress_;
   int marks_fd_;
@@ -213,6 +214,7 @@ RunResult run_and_watch(const RunOptions& options) {
     subreaper_note = std::string("not a child subreaper (") + detail::errno_text(errno) +
                      "): orphaned descendants left the tree";
   }
+  RunWatcher watcher(::getpid(), options.interval_ms / 1000.0, options.watch_gpu);
   const auto start_unix =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   const std::int64_t start_ns = monotonic_ns();
@@ -224,7 +226,8 @@ RunResult run_and_watch(const RunOptions& options) {
                                result.exit_code == 127 ? " (not found on PATH)" : "");
     return result;
   }
-  Session session(options, spawned.pid, start_ns, marks.read_end.fd);
+  watcher.set_start(start_ns);
+  Session session(options, watcher, spawned.pid, start_ns, marks.read_end.fd);
   if (subreaper_note) session.add_note(*subreaper_note);
   const int status = session.loop(signals.fd.fd);
   result.ran = true;

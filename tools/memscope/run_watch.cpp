@@ -41,8 +41,7 @@ void read_host_limits(RunRecord& record) {
 
 }  // namespace
 
-RunWatcher::RunWatcher(int self, std::int64_t start_ns, double interval, bool watch_gpu)
-    : self_(self), start_ns_(start_ns) {
+RunWatcher::RunWatcher(int self, double interval, bool watch_gpu) : self_(self) {
   record_.interval = interval;
   read_host_limits(record_);
   if (!watch_gpu) {

@@ -39,14 +39,16 @@ namespace memscope::cli {
 
 class RunWatcher {
  public:
-  // `self`: the runner's pid (the root of the tree, not itself watched). `start_ns`: when the
-  // command started (CLOCK_MONOTONIC); every time in the record counts from it. `watch_gpu`:
-  // false never touches NVML (gpu_status says so).
-  RunWatcher(int self, std::int64_t start_ns, double interval, bool watch_gpu);
+  // `self`: the runner's pid (the root of the tree, not itself watched). `watch_gpu`: false
+  // never touches NVML (gpu_status says so). Made before the command starts, so NVML's slow
+  // first initialisation does not delay the first sample.
+  RunWatcher(int self, double interval, bool watch_gpu);
   RunWatcher(const RunWatcher&) = delete;
   RunWatcher& operator=(const RunWatcher&) = delete;
   ~RunWatcher() noexcept;
 
+  // When the command started (CLOCK_MONOTONIC); every time in the record counts from it.
+  void set_start(std::int64_t start_ns) noexcept { start_ns_ = start_ns; }
   // Reads the tree now.
   void sample(std::int64_t now_ns);
   // A process memscope reaped: `start_ticks` and `command` read from its zombie before wait4
@@ -92,7 +94,7 @@ class RunWatcher {
   void decide_peaks();
 
   int self_;
-  std::int64_t start_ns_;
+  std::int64_t start_ns_ = 0;
   RunRecord record_;
   std::vector<Tracked> tracked_;  // parallel to record_.processes
   std::map<std::pair<int, std::uint64_t>, std::size_t> by_identity_;

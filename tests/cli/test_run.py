@@ -63,12 +63,21 @@ def test_peak_of_a_child_that_allocates_and_frees_is_its_vmhwm(artifacts: Path) 
     assert record["gpu_status"]  # "nvml" or why not
 
 
-def test_every_worker_of_a_forking_child_has_its_own_peak(artifacts: Path) -> None:
+# How memscope finds the tree: down through /proc/<pid>/task/<tid>/children, or (kernels without
+# them) by reading every process's parent.
+SCANS = pytest.mark.parametrize("scan", [{}, {"MEMSCOPE_RUN_FULL_SCAN": "1"}],
+                                ids=["children-files", "full-scan"])
+
+
+@SCANS
+def test_every_worker_of_a_forking_child_has_its_own_peak(artifacts: Path,
+                                                          scan: dict[str, str]) -> None:
     for old in artifacts.glob("worker-*"):
         old.unlink()
     workers, base, hold_ms, interval_ms = 3, 24, 600, 50
     result = memscope("run", "--interval", interval_ms, "--json", artifacts / "run.json", "--",
-                      RUN_CHILD, "workers", base, workers, artifacts, hold_ms, check=True)
+                      RUN_CHILD, "workers", base, workers, artifacts, hold_ms, check=True,
+                      env=scan)
     record = record_of(artifacts / "run.json")
     for i in range(workers):
         pid, hwm = self_report(artifacts / f"worker-{i}")
@@ -90,11 +99,13 @@ def test_every_worker_of_a_forking_child_has_its_own_peak(artifacts: Path) -> No
     assert record["peak_tree_rss"] == max(record["tree_rss"])
 
 
-def test_an_orphaned_grandchild_is_adopted_and_reaped(artifacts: Path) -> None:
+@SCANS
+def test_an_orphaned_grandchild_is_adopted_and_reaped(artifacts: Path,
+                                                      scan: dict[str, str]) -> None:
     out = artifacts / "orphan.txt"
     out.unlink(missing_ok=True)
     memscope("run", "--json", artifacts / "run.json", "--", RUN_CHILD, "orphan", "64", out,
-             "300", check=True)
+             "300", check=True, env=scan)
     pid, hwm = self_report(out)
     grandchild = process(record_of(artifacts / "run.json"), pid)
     # memscope was its subreaper: it reaped it and got the kernel's figure from wait4.
@@ -224,12 +235,14 @@ def test_the_recording_round_trips(artifacts: Path) -> None:
         assert "processes[0].peak_rss" in bad.stderr
 
 
-def test_the_run_ends_with_the_command_and_leaves_descendants_running(artifacts: Path) -> None:
+@SCANS
+def test_the_run_ends_with_the_command_and_leaves_descendants_running(
+        artifacts: Path, scan: dict[str, str]) -> None:
     # The sleeper must not hold our stdout open, or reading it would wait for the sleeper.
     code = ("import subprocess; p = subprocess.Popen(['sleep', '60'], "
             "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid, flush=True)")
     result = memscope("run", "--json", artifacts / "run.json", "--", sys.executable, "-c", code,
-                      check=True)
+                      check=True, env=scan)
     sleeper_pid = int(result.stdout.split()[0])
     try:
         sleeper = process(record_of(artifacts / "run.json"), sleeper_pid)

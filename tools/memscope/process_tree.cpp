@@ -6,9 +6,13 @@
 
 #include <cerrno>
 #include <charconv>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <system_error>
 
@@ -83,24 +87,67 @@ struct DirCloser {
   void operator()(DIR* dir) const noexcept { ::closedir(dir); }
 };
 
-}  // namespace
-
-std::vector<TreeProcess> scan_tree(int root) {
-  const std::unique_ptr<DIR, DirCloser> proc(::opendir("/proc"));
-  if (!proc) throw std::system_error(errno, std::generic_category(), "cannot list /proc");
-  std::multimap<int, TreeProcess> by_parent;
+// Calls visit(n) for each entry of `folder` whose name is a positive number (pids, tids).
+template <class Visit>
+void for_each_numbered(const std::string& folder, Visit&& visit) {
+  const std::unique_ptr<DIR, DirCloser> dir(::opendir(folder.c_str()));
+  if (!dir) return;
   // readdir is only unsafe on a stream shared between threads; this one is ours alone.
-  while (const dirent* entry = ::readdir(proc.get())) {  // NOLINT(concurrency-mt-unsafe)
-    int pid = 0;
+  while (const dirent* entry = ::readdir(dir.get())) {  // NOLINT(concurrency-mt-unsafe)
+    int n = 0;
     const std::string_view name(entry->d_name);
-    const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (error != std::errc() || end != name.data() + name.size() || pid <= 0) continue;
+    const auto [end, error] = std::from_chars(name.data(), name.data() + name.size(), n);
+    if (error == std::errc() && end == name.data() + name.size() && n > 0) visit(n);
+  }
+}
+
+// Whether the kernel has /proc/<pid>/task/<tid>/children (CONFIG_PROC_CHILDREN).
+// MEMSCOPE_RUN_FULL_SCAN=1 takes the other path, so tests cover both on any kernel.
+bool have_children_files() {
+  static const bool have = [] {
+    const char* full = std::getenv("MEMSCOPE_RUN_FULL_SCAN");  // NOLINT(concurrency-mt-unsafe)
+    if (full != nullptr && *full != '\0' && std::string_view(full) != "0") return false;
+    const std::string path = "/proc/self/task/" + std::to_string(::gettid()) + "/children";
+    return ::access(path.c_str(), R_OK) == 0;
+  }();
+  return have;
+}
+
+// The children of every thread of `pid`.
+std::vector<int> children_of(int pid) {
+  std::vector<int> children;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  for_each_numbered(task, [&](int tid) {
+    const std::string path = task + "/" + std::to_string(tid) + "/children";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    std::string text;
+    char buffer[4096];
+    ssize_t n = 0;
+    while ((n = ::read(fd, buffer, sizeof buffer)) > 0)
+      text.append(buffer, static_cast<std::size_t>(n));
+    ::close(fd);
+    std::string_view rest(text);
+    while (const std::optional<std::int64_t> child = detail::take_number(rest)) {
+      if (*child > 0 && *child <= INT32_MAX) children.push_back(static_cast<int>(*child));
+    }
+  });
+  return children;
+}
+
+// Every process of /proc by parent: the fallback where children files are missing. Costs a
+// read of every process's stat, so it is used only there.
+std::vector<TreeProcess> scan_all(int root) {
+  std::multimap<int, TreeProcess> by_parent;
+  bool listed = false;
+  for_each_numbered("/proc", [&](int pid) {
+    listed = true;
     const std::optional<Stat> stat = read_stat(pid);
-    if (!stat) continue;  // gone since readdir
+    if (!stat) return;  // gone since readdir
     by_parent.emplace(stat->ppid,
                       TreeProcess{pid, stat->ppid, stat->start_ticks, stat->comm, -1, -1});
-  }
-  // Breadth first from root: parents come before their children.
+  });
+  if (!listed) throw std::system_error(errno, std::generic_category(), "cannot list /proc");
   std::vector<TreeProcess> tree;
   std::vector<int> frontier{root};
   // A pid reused between two reads could in theory close a loop; a tree never has more
@@ -116,8 +163,44 @@ std::vector<TreeProcess> scan_tree(int root) {
     }
     frontier = std::move(next);
   }
+  return tree;
+}
+
+// Down from root through the children files: work in proportion to the tree, not the machine.
+std::vector<TreeProcess> walk_children(int root) {
+  std::vector<TreeProcess> tree;
+  std::set<int> seen{root};
+  std::vector<int> frontier{root};
+  while (!frontier.empty()) {
+    std::vector<int> next;
+    for (const int parent : frontier) {
+      for (const int child : children_of(parent)) {
+        if (!seen.insert(child).second) continue;
+        const std::optional<Stat> stat = read_stat(child);
+        if (!stat) continue;  // gone already
+        tree.push_back(TreeProcess{child, stat->ppid, stat->start_ticks, stat->comm, -1, -1});
+        next.push_back(child);
+      }
+    }
+    frontier = std::move(next);
+  }
+  return tree;
+}
+
+}  // namespace
+
+std::vector<TreeProcess> scan_tree(int root) {
+  std::vector<TreeProcess> tree = have_children_files() ? walk_children(root) : scan_all(root);
   for (TreeProcess& p : tree) read_memory(p);
   return tree;
+}
+
+std::optional<TreeProcess> read_process(int pid) {
+  const std::optional<Stat> stat = read_stat(pid);
+  if (!stat) return std::nullopt;
+  TreeProcess p{pid, stat->ppid, stat->start_ticks, stat->comm, -1, -1};
+  read_memory(p);
+  return p;
 }
 
 std::optional<std::uint64_t> read_start_ticks(int pid) {

@@ -29,8 +29,16 @@ struct TreeProcess {
 };
 
 // Every process whose chain of parents reaches `root` (root itself excluded), parents before
-// their children. Zombies are included (rss and hwm -1) so their children stay in the tree.
+// their children. Zombies are included (rss and hwm -1). Walks down from root through
+// /proc/<pid>/task/<tid>/children where the kernel has them (work in proportion to the tree),
+// else reads every process's stat. The children files may miss a child that appears or goes
+// while they are read (proc(5)): callers check a process they knew with read_process() before
+// they take it for ended, and see a new one at the next scan. MEMSCOPE_RUN_FULL_SCAN=1 forces
+// the full scan (tests use it to cover both ways).
 [[nodiscard]] std::vector<TreeProcess> scan_tree(int root);
+
+// One process as scan_tree() would give it; nullopt when it has gone.
+[[nodiscard]] std::optional<TreeProcess> read_process(int pid);
 
 // The start time of `pid` (clock ticks since boot; with the pid, who the process is); readable
 // for a zombie too. nullopt when the process has gone.

@@ -6,6 +6,7 @@
 #include <exception>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 
 #include "backends/system_memory.hpp"
@@ -161,16 +162,16 @@ void RunWatcher::sample(std::int64_t now_ns) {
   std::set<std::size_t> seen;
   std::int64_t tree_rss = 0;
   std::int64_t tree_gpu = 0;
-  for (const TreeProcess& p : scan_tree(self_)) {
+  const auto take = [&](const TreeProcess& p) {
     const std::size_t index = track(p.pid, p.start_ticks, p.ppid, t, "");
     seen.insert(index);
     RunProcess& process = record_.processes[index];
     Tracked& state = tracked_[index];
     process.ppid = p.ppid;  // it may have been reparented to us
-    if (state.ended) continue;
+    if (state.ended) return;
     if (p.rss < 0) {  // a zombie: it has exited
       ended(index, t);
-      continue;
+      return;
     }
     if (state.comm != p.comm) {
       if (!state.comm.empty()) process.command = read_command_line(p.pid);
@@ -191,9 +192,19 @@ void RunWatcher::sample(std::int64_t now_ns) {
       }
       process.gpu.push_back(gpu);
     }
-  }
-  for (std::size_t i = 0; i < tracked_.size(); ++i) {
-    if (!tracked_[i].ended && seen.count(i) == 0) ended(i, t);
+  };
+  for (const TreeProcess& p : scan_tree(self_)) take(p);
+  // One the scan did not list has ended, unless the children files missed it (they can while
+  // processes come and go): then it is still there, with the same start time.
+  const std::size_t known = tracked_.size();
+  for (std::size_t i = 0; i < known; ++i) {
+    if (tracked_[i].ended || seen.count(i) != 0) continue;
+    const std::optional<TreeProcess> p = read_process(tracked_[i].pid);
+    if (p && p->start_ticks == tracked_[i].start_ticks) {
+      take(*p);
+    } else {
+      ended(i, t);
+    }
   }
   record_.tree_rss.push_back(tree_rss);
   if (gpu_watched_) record_.tree_gpu.push_back(gpu_known ? tree_gpu : -1);

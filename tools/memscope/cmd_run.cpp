@@ -120,7 +120,7 @@ void add_run_command(CLI::App& app, Action& action) {
   sub->add_flag("--quiet,-q", args->quiet, "print no summary at the end");
   sub->add_flag("--no-gpu", args->no_gpu, "do not query NVML for GPU memory");
   sub->add_option("command", args->command, "the command to run and its arguments, after '--'")
-      ->type_name("CMD ARGS...");
+      ->type_name("CMD ARGS");
   // Everything from the command's name on belongs to the command, even without '--'.
   sub->positionals_at_end();
   sub->callback([&action, args] { action = [args] { return run(*args); }; });

@@ -163,6 +163,26 @@ def test_marks_arrive_from_a_child_whose_parent_closed_the_descriptor(artifacts:
     assert pid in [p["pid"] for p in record["processes"]]
 
 
+def test_a_process_no_sample_saw_is_known_from_its_marks(artifacts: Path) -> None:
+    """Regression: a grandchild that lived between two samples (reaped by its own parent) wrote
+    stages, yet was missing from the processes. With a 60 s interval no sample sees it; its
+    marks make it a process, with at least its tracker's peak."""
+    reason = python_package_reason()
+    if reason:
+        pytest.skip(reason)
+    out = artifacts / "run.json"
+    result = memscope("run", "--interval", "60000", "--json", out, "--", sys.executable, "-c",
+                      POPEN_PARENT, timeout=240)
+    assert result.returncode == 0, result.stderr
+    record = json.loads(out.read_text())
+    line = next(line for line in result.stdout.splitlines() if line.startswith("grandchild pid"))
+    pid = int(line.split()[2])
+    process = next(p for p in record["processes"] if p["pid"] == pid)
+    hwm = max(m["hwm"] for m in record["marks"] if m["pid"] == pid)
+    assert process["peak_rss"] >= hwm > 8 * MiB, (process, hwm)
+    assert process["end"] >= process["start"] >= 0, process
+
+
 MARKS_BY_HAND = textwrap.dedent("""
     import memscope
     print("enabled", memscope.stage_marks_enabled(), flush=True)

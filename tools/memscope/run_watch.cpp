@@ -241,8 +241,40 @@ void RunWatcher::reaped(int pid, std::uint64_t start_ticks, const std::string& c
 }
 
 void RunWatcher::add_marks(std::vector<RunMark>& marks) {
-  for (RunMark& mark : marks) record_.marks.push_back(std::move(mark));
+  for (RunMark& mark : marks) {
+    // Known: a process of that pid that runs, or ended so recently that the mark is its own
+    // (marks are read after the sample that saw it end); the rule decide_peaks() applies.
+    bool known = false;
+    for (std::size_t i = 0; i < tracked_.size() && !known; ++i) {
+      known = tracked_[i].pid == mark.pid &&
+              (!tracked_[i].ended || mark.t <= record_.processes[i].end + 2 * record_.interval);
+    }
+    if (!known) adopt_marked(mark);
+    record_.marks.push_back(std::move(mark));
+  }
   marks.clear();
+}
+
+// A mark from a process no sample has seen: it started after the last sample, or it lived less
+// than an interval and was reaped by its own parent (a Python subprocess that ran one stage).
+// Read it now if it still runs; else keep it as a process known only from its marks, so its
+// stages have a process and its tracker's peak is not lost.
+void RunWatcher::adopt_marked(const RunMark& mark) {
+  if (const std::optional<TreeProcess> p = read_process(mark.pid)) {
+    const std::size_t index = track(p->pid, p->start_ticks, p->ppid, mark.t, "");
+    Tracked& state = tracked_[index];
+    if (p->rss >= 0 && !state.ended) {
+      state.last_alive = mark.t;
+      state.hwm_max = std::max(state.hwm_max, p->hwm);
+      state.comm = p->comm;
+    }
+    return;
+  }
+  const std::size_t index = track(mark.pid, 0, 0, mark.t, kKnownFromMarks);
+  tracked_[index].last_alive = std::max(tracked_[index].last_alive, mark.t);
+  ended(index, mark.t);
+  RunProcess& process = record_.processes[index];
+  process.end = std::max(process.end, mark.t);
 }
 
 void RunWatcher::decide_peaks() {

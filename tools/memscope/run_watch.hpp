@@ -37,6 +37,9 @@ class NvmlProbe;
 
 namespace memscope::cli {
 
+// The command of a process that ended before any sample saw it, known from its stage marks.
+inline constexpr const char* kKnownFromMarks = "(ended between samples; known from its marks)";
+
 class RunWatcher {
  public:
   // `self`: the runner's pid (the root of the tree, not itself watched). `watch_gpu`: false
@@ -89,6 +92,7 @@ class RunWatcher {
   [[nodiscard]] std::size_t track(int pid, std::uint64_t start_ticks, int ppid, double t,
                                   const std::string& command);
   void ended(std::size_t index, double t);
+  void adopt_marked(const RunMark& mark);
   void sample_gpu(std::map<int, std::int64_t>& per_pid);
   void stop_gpu(const std::string& why);
   void decide_peaks();

@@ -3,11 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "cli.hpp"
+#include "decimate.hpp"
 #include "memscope/units.hpp"
 #include "report_builders.hpp"
 #include "text_table.hpp"
@@ -181,6 +184,23 @@ Report replay_report(const ReplayOutcome& outcome) {
   return report_of_replay(input);
 }
 
+// The report as stored in --json: a trace of millions of events would store millions of points
+// per line, so each series is decimated (decimate.hpp: every peak and trough kept) to a size
+// the page decimates again when it is drawn; a note says so.
+constexpr std::size_t kStoredPointsPerSeries = 16000;
+
+Json stored_report(Report report) {
+  for (Series& s : report.series) {
+    DecimatedSeries d = decimate(s.t, s.bytes, kStoredPointsPerSeries);
+    if (!d.decimated()) continue;
+    report.notes.push_back(fmt::format("{}: stored decimated from {} points to {}.", s.name,
+                                       d.original_points, d.t.size()));
+    s.t = std::move(d.t);
+    s.bytes = std::move(d.values);
+  }
+  return report_to_json(report);
+}
+
 Json replay_json(const ReplayOutcome& outcome, const Report& report) {
   const ReplayResult& r = outcome.first;
   Json rows = Json::array();
@@ -215,7 +235,7 @@ Json replay_json(const ReplayOutcome& outcome, const Report& report) {
               {"rows", std::move(rows)},
               {"peak", std::move(peak)},
               {"top_sites", std::move(sites)},
-              {"report", report_to_json(report)}};
+              {"report", stored_report(report)}};
 }
 
 std::string replay_json_text(const Json& json, const std::string& source) {

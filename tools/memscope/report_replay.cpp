@@ -183,7 +183,7 @@ SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) 
 std::string fit_text(const std::optional<FitResult>& fit) {
   if (!fit) return "-";
   if (!fit->fits) return "not up to " + format_size(fit->max_capacity);
-  return format_size_exact(fit->capacity);
+  return format_size(fit->capacity) + " (" + format_size_exact(fit->capacity) + ")";
 }
 
 }  // namespace

@@ -20,10 +20,10 @@ enum ExitCode : int {
   kExitOutput = 4,    // an output file could not be written
   kExitInternal = 5,  // anything else: a bug or an environment memscope cannot work in
   // `memscope run` only, as env(1), timeout(1) and shells do:
-  kExitRunFailed = 125,     // memscope itself failed around the child (usage, output, ...)
-  kExitNotExecutable = 126, // the command exists but could not be executed
-  kExitNotFound = 127,      // the command was not found
-  kExitSignalBase = 128,    // the child was killed by signal N: 128 + N
+  kExitRunFailed = 125,      // memscope itself failed around the child (usage, output, ...)
+  kExitNotExecutable = 126,  // the command exists but could not be executed
+  kExitNotFound = 127,       // the command was not found
+  kExitSignalBase = 128,     // the child was killed by signal N: 128 + N
 };
 
 // An argument that is wrong: say which, what was given and what would be right.

@@ -18,7 +18,9 @@ namespace {
 using namespace memscope::cli;
 
 // `memscope run` reserves its child's exit codes: its own failures all exit 125.
-int code_for(bool in_run, int code) { return in_run && code != kExitOk ? kExitRunFailed : code; }
+int code_for(bool in_run, int code) {
+  return in_run && code != kExitOk ? kExitRunFailed : code;
+}
 
 int report(const std::string& who, const char* what, int code) {
   std::fprintf(stderr, "%s: error: %s\n", who.c_str(), what);

@@ -36,7 +36,9 @@ std::string short_count(std::uint64_t n) {
 
 Progress::Progress(std::string what) : what_(std::move(what)), enabled_(progress_wanted()) {}
 
-Progress::~Progress() noexcept { finish(); }
+Progress::~Progress() noexcept {
+  finish();
+}
 
 void Progress::update(std::uint64_t done, std::uint64_t total, const char* unit) {
   if (!enabled_) return;

@@ -31,8 +31,8 @@ struct ReplayReportInput {
   const ReplayPlan* plan = nullptr;         // built from it for `device`
   const ReplayResult* result = nullptr;     // replayed with ReplayOptions::record_series
   std::int64_t device = 0;
-  AllocatorConfig config{};       // the settings replayed (for the segment map at the peak)
-  std::size_t capacity = 0;       // of the simulated device replayed on
+  AllocatorConfig config{};  // the settings replayed (for the segment map at the peak)
+  std::size_t capacity = 0;  // of the simulated device replayed on
   const Comparison* comparison = nullptr;  // other settings side by side, when given
   const FitResult* fit = nullptr;          // the smallest device, when searched
   std::string source;                      // the trace's file name

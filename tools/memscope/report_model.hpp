@@ -13,11 +13,11 @@ namespace memscope::cli {
 
 // One line on the memory-over-time chart.
 struct Series {
-  std::string name;  // legend label, unique in a report: "allocated", "tree RSS", "pid 42 RSS"
-  std::vector<double> t;         // seconds, non-decreasing
-  std::vector<double> bytes;     // same length as t
-  bool sampled = false;          // values were sampled at an interval (the legend says so)
-  bool step = false;             // holds its value until the next point (allocator counters)
+  std::string name;       // legend label, unique in a report: "allocated", "tree RSS", "pid 42 RSS"
+  std::vector<double> t;  // seconds, non-decreasing
+  std::vector<double> bytes;  // same length as t
+  bool sampled = false;       // values were sampled at an interval (the legend says so)
+  bool step = false;          // holds its value until the next point (allocator counters)
   std::string unit = "bytes";
 };
 

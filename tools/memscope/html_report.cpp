@@ -20,6 +20,7 @@
 #include "common/utf8.hpp"
 #include "decimate.hpp"
 #include "html_assets.hpp"
+#include "report_builders.hpp"
 
 namespace memscope::cli {
 
@@ -138,22 +139,6 @@ ChartData chart_data(const Report& report, const HtmlOptions& options) {
                           {"original_points", d.original_points}});
   }
   return out;
-}
-
-nlohmann::json segment_map_json(const SegmentMap& map) {
-  nlohmann::json segments = nlohmann::json::array();
-  for (const SegmentMap::Segment& seg : map.segments) {
-    nlohmann::json blocks = nlohmann::json::array();
-    for (const SegmentMap::Block& b : seg.blocks) {
-      blocks.push_back(
-          {{"offset", b.offset}, {"size", b.size}, {"state", b.state}, {"label", b.label}});
-    }
-    segments.push_back({{"address", seg.address},
-                        {"size", seg.size},
-                        {"label", seg.label},
-                        {"blocks", std::move(blocks)}});
-  }
-  return {{"title", map.title}, {"segments", std::move(segments)}};
 }
 
 std::string summary_html(const Report& report) {
@@ -281,7 +266,7 @@ std::string render_html(const Report& report, const HtmlOptions& options) {
                     {"label", report.peak->label}};
   }
   data["segment_map"] = nullptr;
-  if (report.segment_map) data["segment_map"] = segment_map_json(*report.segment_map);
+  if (report.segment_map) data["segment_map"] = segment_map_to_json(*report.segment_map);
 
   std::string tables;
   for (const Table& t : report.tables) tables += table_html(t);

@@ -46,6 +46,8 @@ struct ReplayReportInput {
 [[nodiscard]] Report report_of_metrics(const Metrics& metrics, const std::string& source);
 
 [[nodiscard]] nlohmann::json report_to_json(const Report& report);
+// The segment map's part of it (the HTML page carries the same object).
+[[nodiscard]] nlohmann::json segment_map_to_json(const SegmentMap& map);
 [[nodiscard]] Report report_from_json(const nlohmann::json& json, const std::string& source);
 
 }  // namespace memscope::cli

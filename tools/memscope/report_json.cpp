@@ -167,6 +167,22 @@ Table read_table(const Reader& r, const nlohmann::json& j, const std::string& p)
 
 }  // namespace
 
+nlohmann::json segment_map_to_json(const SegmentMap& map) {
+  nlohmann::json segments = nlohmann::json::array();
+  for (const SegmentMap::Segment& seg : map.segments) {
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const SegmentMap::Block& b : seg.blocks) {
+      blocks.push_back(
+          {{"offset", b.offset}, {"size", b.size}, {"state", b.state}, {"label", b.label}});
+    }
+    segments.push_back({{"address", seg.address},
+                        {"size", seg.size},
+                        {"label", seg.label},
+                        {"blocks", std::move(blocks)}});
+  }
+  return {{"title", map.title}, {"segments", std::move(segments)}};
+}
+
 nlohmann::json report_to_json(const Report& report) {
   nlohmann::json j = {{"format", "memscope-report"}, {"version", kVersion}};
   j["title"] = report.title;
@@ -202,19 +218,7 @@ nlohmann::json report_to_json(const Report& report) {
   }
   j["segment_map"] = nullptr;
   if (report.segment_map) {
-    nlohmann::json segments = nlohmann::json::array();
-    for (const auto& seg : report.segment_map->segments) {
-      nlohmann::json blocks = nlohmann::json::array();
-      for (const auto& b : seg.blocks) {
-        blocks.push_back(
-            {{"offset", b.offset}, {"size", b.size}, {"state", b.state}, {"label", b.label}});
-      }
-      segments.push_back({{"address", seg.address},
-                          {"size", seg.size},
-                          {"label", seg.label},
-                          {"blocks", std::move(blocks)}});
-    }
-    j["segment_map"] = {{"title", report.segment_map->title}, {"segments", std::move(segments)}};
+    j["segment_map"] = segment_map_to_json(*report.segment_map);
   }
   nlohmann::json tables = nlohmann::json::array();
   for (const Table& t : report.tables) {

@@ -318,6 +318,10 @@ RunRecord RunWatcher::finish(std::int64_t now_ns, std::vector<std::string> comma
     }
   }
   decide_peaks();
+  for (RunProcess& process : record_.processes) {
+    // A process that exec'd and ended within one scan leaves no command line to read.
+    if (process.command.empty()) process.command = kCommandUnread;
+  }
   record_.command = std::move(command);
   record_.start_unix = start_unix;
   record_.duration = seconds(now_ns);

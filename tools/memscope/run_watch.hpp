@@ -40,6 +40,9 @@ namespace memscope::cli {
 // The command of a process that ended before any sample saw it, known from its stage marks.
 inline constexpr const char* kKnownFromMarks = "(ended between samples; known from its marks)";
 
+// The command of a process that ended before its command line could be read.
+inline constexpr const char* kCommandUnread = "(ended before its command line was read)";
+
 class RunWatcher {
  public:
   // `self`: the runner's pid (the root of the tree, not itself watched). `watch_gpu`: false

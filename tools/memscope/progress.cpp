@@ -12,7 +12,7 @@ namespace {
 constexpr auto kRedrawEvery = std::chrono::milliseconds(100);
 
 bool progress_wanted() {
-  const char* off = std::getenv("MEMSCOPE_NO_PROGRESS");
+  const char* off = std::getenv("MEMSCOPE_NO_PROGRESS");  // NOLINT(concurrency-mt-unsafe)
   if (off != nullptr && *off != '\0') return false;
   return isatty(STDERR_FILENO) == 1;
 }

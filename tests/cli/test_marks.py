@@ -78,8 +78,11 @@ def test_cpp_child_stages_are_recorded_nested_and_in_order(artifacts: Path) -> N
     assert_marks_pair_up(record, process["pid"])
 
     # The end marks carry the tracker's exact figures: load keeps 32 MiB; each step touched 64
-    # MiB and freed it (the host's RSS counters allow a little slack).
-    assert abs(load["metrics"]["cpu_alloc_delta"] - 32 * MiB) < 2 * MiB, load
+    # MiB and freed it (the host's RSS counters allow a little slack). Under ThreadSanitizer
+    # every page the child touches brings a resident shadow page of its own (32 MiB kept reads
+    # as 64 MiB there).
+    resident_per_byte = 2 if os.environ.get("MEMSCOPE_SANITIZE") == "thread" else 1
+    assert abs(load["metrics"]["cpu_alloc_delta"] - 32 * MiB * resident_per_byte) < 2 * MiB, load
     for step in (step1, step2):
         assert step["metrics"]["cpu_peaked_delta"] > 60 * MiB, step
         assert abs(step["metrics"]["cpu_alloc_delta"]) < 2 * MiB, step

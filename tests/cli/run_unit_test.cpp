@@ -174,6 +174,24 @@ TEST(RunMarks, ReaderJoinsLinesSplitAcrossReadsAndCountsJunk) {
   ::close(fds[1]);
 }
 
+TEST(RunRecordStages, TheStageOfAMomentIsTheInnermostOpenOne) {
+  RunRecord record;
+  record.duration = 10.0;
+  record.stages = {{"train", 7, 1.0, 8.0, -1, -1, {}},
+                   {"step", 7, 2.0, 3.0, -1, -1, {}},
+                   {"eval", 7, 5.0, -1.0, -1, -1, {}}};  // never ended: lasts to the end
+  EXPECT_EQ(stage_at(record, 0.5), nullptr);
+  EXPECT_EQ(stage_at(record, 1.5)->name, "train");
+  EXPECT_EQ(stage_at(record, 2.5)->name, "step");
+  EXPECT_EQ(stage_at(record, 3.5)->name, "train");
+  EXPECT_EQ(stage_at(record, 9.5)->name, "eval");
+  // The summary names the stage of the tree's peak.
+  record.peak_tree_rss = 1 << 20;
+  record.peak_tree_rss_t = 2.5;
+  EXPECT_NE(format_run_summary(record).find("in stage step (pid 7)"), std::string::npos)
+      << format_run_summary(record);
+}
+
 TEST(RunSummary, ShortensLongCommandsKeepingBothEnds) {
   EXPECT_EQ(shorten_command("python a.py", 48), "python a.py");
   const std::string cut = shorten_command(std::string(100, 'x') + " --seed 7", 20);

@@ -45,16 +45,6 @@ std::vector<double> as_doubles(const std::vector<T>& values) {
   return out;
 }
 
-// The stage a moment belongs to: the innermost (latest begun) stage open at t.
-const RunStage* stage_at(const RunRecord& record, double t) {
-  const RunStage* found = nullptr;
-  for (const RunStage& s : record.stages) {
-    const double end = s.end < 0.0 ? record.duration : s.end;
-    if (s.begin <= t && t <= end && (found == nullptr || s.begin >= found->begin)) found = &s;
-  }
-  return found;
-}
-
 std::string exit_text(const RunProcess& p) {
   if (p.exit_signal) return fmt::format("signal {}", *p.exit_signal);
   if (p.exit_code) return std::to_string(*p.exit_code);

@@ -313,6 +313,15 @@ RunRecord run_record_from_json(const Json& json, const std::string& source) {
   return r;
 }
 
+const RunStage* stage_at(const RunRecord& record, double t) {
+  const RunStage* found = nullptr;
+  for (const RunStage& s : record.stages) {
+    const double end = s.end < 0.0 ? record.duration : s.end;
+    if (s.begin <= t && t <= end && (found == nullptr || s.begin >= found->begin)) found = &s;
+  }
+  return found;
+}
+
 bool is_run_record(const Json& json) {
   if (!json.is_object()) return false;
   const auto it = json.find("format");

@@ -92,6 +92,9 @@ struct RunRecord {
 
 [[nodiscard]] nlohmann::json run_record_to_json(const RunRecord& record);
 [[nodiscard]] RunRecord run_record_from_json(const nlohmann::json& json, const std::string& source);
+// The stage a moment belongs to: the innermost (latest begun) stage open at `t`; nullptr if
+// none. A stage that never ended lasts to the end of the run.
+[[nodiscard]] const RunStage* stage_at(const RunRecord& record, double t);
 // True when `json` looks like a run recording ("format": "memscope-run").
 [[nodiscard]] bool is_run_record(const nlohmann::json& json);
 

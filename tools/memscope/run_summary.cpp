@@ -134,8 +134,12 @@ std::string format_run_summary(const RunRecord& record) {
                      record.processes.size() == 1 ? "" : "es");
   out += "\nProcesses\n" + processes_table(record, record.duration);
   if (!record.stages.empty()) out += "\nStages\n" + stages_table(record);
-  out += fmt::format("\nTree peak: {} at {} (the sum of the tree's RSS, sampled every {:g} ms)\n",
+  const RunStage* peak_stage = stage_at(record, record.peak_tree_rss_t);
+  out += fmt::format("\nTree peak: {} at {}{} (the sum of the tree's RSS, sampled every {:g} ms)\n",
                      bytes_or_dash(record.peak_tree_rss), seconds_text(record.peak_tree_rss_t),
+                     peak_stage != nullptr
+                         ? fmt::format(", in stage {} (pid {})", peak_stage->name, peak_stage->pid)
+                         : std::string(),
                      record.interval * 1000);
   out +=
       "Per-process peaks are the kernel's own (VmHWM, or ru_maxrss from wait4 for processes "

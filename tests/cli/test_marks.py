@@ -29,6 +29,14 @@ def python_package_reason() -> str | None:
            "sanitizers): " + probe.stderr.strip().splitlines()[-1]
 
 
+@pytest.fixture(scope="module")
+def python_package() -> None:
+    """Skips a test whose children import the build's memscope package where it is missing."""
+    reason = python_package_reason()
+    if reason:
+        pytest.skip(reason)
+
+
 def run_with_marks(artifacts: Path, *command: str | os.PathLike[str]) -> tuple[dict, str]:
     out = artifacts / "run.json"
     result = memscope("run", "--json", out, "--", *command, timeout=240)
@@ -110,10 +118,7 @@ PYTHON_CHILD = textwrap.dedent("""
 """)
 
 
-def test_python_child_stages_are_recorded(artifacts: Path) -> None:
-    reason = python_package_reason()
-    if reason:
-        pytest.skip(reason)
+def test_python_child_stages_are_recorded(artifacts: Path, python_package: None) -> None:
     record, summary = run_with_marks(artifacts, sys.executable, "-c", PYTHON_CHILD)
     assert "child done" in summary
     [process] = record["processes"]
@@ -150,10 +155,8 @@ POPEN_PARENT = textwrap.dedent("""
 """)
 
 
-def test_marks_arrive_from_a_child_whose_parent_closed_the_descriptor(artifacts: Path) -> None:
-    reason = python_package_reason()
-    if reason:
-        pytest.skip(reason)
+def test_marks_arrive_from_a_child_whose_parent_closed_the_descriptor(
+        artifacts: Path, python_package: None) -> None:
     record, summary = run_with_marks(artifacts, sys.executable, "-c", POPEN_PARENT)
     line = next(line for line in summary.splitlines() if line.startswith("grandchild pid"))
     words = line.split()
@@ -166,13 +169,11 @@ def test_marks_arrive_from_a_child_whose_parent_closed_the_descriptor(artifacts:
     assert pid in [p["pid"] for p in record["processes"]]
 
 
-def test_a_process_no_sample_saw_is_known_from_its_marks(artifacts: Path) -> None:
+def test_a_process_no_sample_saw_is_known_from_its_marks(
+        artifacts: Path, python_package: None) -> None:
     """Regression: a grandchild that lived between two samples (reaped by its own parent) wrote
     stages, yet was missing from the processes. With a 60 s interval no sample sees it; its
     marks make it a process, with at least its tracker's peak."""
-    reason = python_package_reason()
-    if reason:
-        pytest.skip(reason)
     out = artifacts / "run.json"
     result = memscope("run", "--interval", "60000", "--json", out, "--", sys.executable, "-c",
                       POPEN_PARENT, timeout=240)
@@ -198,10 +199,7 @@ MARKS_BY_HAND = textwrap.dedent("""
 """)
 
 
-def test_python_write_stage_mark_by_hand(artifacts: Path) -> None:
-    reason = python_package_reason()
-    if reason:
-        pytest.skip(reason)
+def test_python_write_stage_mark_by_hand(artifacts: Path, python_package: None) -> None:
     record, summary = run_with_marks(artifacts, sys.executable, "-c", MARKS_BY_HAND)
     assert "enabled True" in summary
     assert "refused: write_stage_mark: kind 'middle'" in summary

@@ -17,6 +17,7 @@
 
 #include "cli.hpp"
 #include "common/atomic_file.hpp"
+#include "common/text.hpp"
 #include "common/utf8.hpp"
 #include "decimate.hpp"
 #include "html_assets.hpp"
@@ -90,16 +91,6 @@ std::string script_safe(std::string_view js) {
   return out;
 }
 
-std::string group_digits(std::size_t n) {
-  std::string digits = std::to_string(n);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 // The finite points of a series (a NaN would stop the chart's scales from working).
 void finite_points(const Series& s, std::vector<double>& t, std::vector<double>& bytes) {
   const std::size_t n = std::min(s.t.size(), s.bytes.size());
@@ -127,8 +118,8 @@ ChartData chart_data(const Report& report, const HtmlOptions& options) {
     DecimatedSeries d = decimate(t, bytes, options.max_points);
     if (d.decimated()) {
       out.decimated.push_back(fmt::format("{} from {} points to {}", s.name,
-                                          group_digits(d.original_points),
-                                          group_digits(d.t.size())));
+                                          detail::group_digits(d.original_points),
+                                          detail::group_digits(d.t.size())));
     }
     out.series.push_back({{"name", s.name},
                           {"t", std::move(d.t)},
@@ -170,7 +161,7 @@ std::string chart_html(const Report& report, const ChartData& chart, const HtmlO
         "<p class=\"decimation\">Decimated for drawing (at most {} points a line; each time "
         "bucket keeps its first, lowest, highest and last point, so every peak is drawn): "
         "{}.</p>",
-        group_digits(options.max_points), escape_html(list));
+        detail::group_digits(options.max_points), escape_html(list));
   }
   return fmt::format(
       "<section class=\"card\" id=\"memscope-chart-section\">\n"
@@ -196,7 +187,7 @@ std::string segments_html(const Report& report) {
       "aria-label=\"segment map\"></canvas><div class=\"tip\" id=\"memscope-segments-tip\" "
       "hidden></div></div>\n</section>\n",
       escape_html(map.title.empty() ? std::string("Segments") : map.title),
-      group_digits(map.segments.size()), group_digits(blocks));
+      detail::group_digits(map.segments.size()), detail::group_digits(blocks));
 }
 
 std::string table_html(const Table& table) {

@@ -1,6 +1,7 @@
 // Reports of a `memscope run` recording and of saved metrics (report_builders.hpp); the replay's
 // is in report_replay.cpp and the Report's JSON in report_json.cpp.
 #include "report_builders.hpp"
+#include "run_summary.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -22,10 +23,6 @@ namespace {
 
 // Processes drawn as their own line; more would make the legend and the colours unreadable.
 constexpr std::size_t kMaxProcessLines = 8;
-
-std::string bytes_or_dash(std::int64_t bytes) {
-  return bytes < 0 ? "-" : format_bytes(bytes);
-}
 
 std::string seconds(double s) {
   return fmt::format("{:.3f} s", s);

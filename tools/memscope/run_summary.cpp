@@ -16,10 +16,6 @@ namespace {
 constexpr std::size_t kCommandWidth = 48;
 constexpr std::size_t kMaxProcessRows = 40;
 
-std::string bytes_or_dash(std::int64_t bytes) {
-  return bytes < 0 ? "-" : format_bytes(bytes);
-}
-
 std::string seconds_text(double seconds) {
   if (seconds < 0) return "-";
   if (seconds < 10) return fmt::format("{:.2f} s", seconds);
@@ -122,6 +118,10 @@ std::string shorten_command(const std::string& command, std::size_t width) {
     if ((static_cast<unsigned char>(command[tail]) & 0xC0U) != 0x80U) ++points;
   }
   return command.substr(0, head) + "..." + command.substr(tail);
+}
+
+std::string bytes_or_dash(std::int64_t bytes) {
+  return bytes < 0 ? "-" : format_bytes(bytes);
 }
 
 std::string format_run_summary(const RunRecord& record) {

@@ -6,6 +6,7 @@
 // Thread safety: pure. Errors: none.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "run_record.hpp"
@@ -13,6 +14,9 @@
 namespace memscope::cli {
 
 [[nodiscard]] std::string format_run_summary(const RunRecord& record);
+
+// A size of the record ("1.21 GiB"), or "-" for the record's -1 (unknown).
+[[nodiscard]] std::string bytes_or_dash(std::int64_t bytes);
 
 // "python train.py --epochs 3" cut to `width` code points with "..." in the middle kept short.
 [[nodiscard]] std::string shorten_command(const std::string& command, std::size_t width);

@@ -1,8 +1,13 @@
 // The pure parts of `memscope run`: RunRecord <-> JSON (run_record.hpp), mark lines and stage
-// pairing (run_marks.hpp), command shortening (run_summary.hpp). The processes themselves are
-// tested end to end in test_run.py.
+// pairing (run_marks.hpp), command shortening (run_summary.hpp), and the watcher's choice of a
+// reaped child's peak (run_watch.hpp) on a real forked child. The command itself is tested end
+// to end in test_run.py.
 #include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 #include <cstdint>
 #include <string>
@@ -12,9 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "probes/proc_files.hpp"
 #include "run_marks.hpp"
 #include "run_record.hpp"
 #include "run_summary.hpp"
+#include "run_watch.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -199,6 +206,66 @@ TEST(RunSummary, ShortensLongCommandsKeepingBothEnds) {
   EXPECT_EQ(cut.substr(0, 10), std::string(10, 'x'));
   EXPECT_NE(cut.find("..."), std::string::npos);
   EXPECT_EQ(cut.substr(cut.size() - 3), "d 7");
+}
+
+// A child of this test that touches `bytes` and waits for a byte on a pipe before it exits; the
+// watcher samples its VmHWM while it waits. Returns the watcher's record after it was reaped with
+// its real rusage, ru_maxrss lowered by `lower_by` bytes to stand for the kernel counters' drift.
+RunProcess reaped_child_peak(std::int64_t bytes, std::int64_t lower_by, std::int64_t* sampled) {
+  int go[2];
+  int ready[2];
+  EXPECT_EQ(::pipe(go), 0);
+  EXPECT_EQ(::pipe(ready), 0);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // volatile: the compiler may not drop the stores to memory nobody reads.
+    volatile char* touched = static_cast<char*>(std::malloc(static_cast<std::size_t>(bytes)));
+    for (std::int64_t i = 0; touched != nullptr && i < bytes; i += 4096) touched[i] = 1;
+    char byte = 0;
+    (void)!::write(ready[1], &byte, 1);
+    (void)!::read(go[0], &byte, 1);
+    ::_exit(touched == nullptr ? 1 : 0);
+  }
+  char byte = 0;
+  EXPECT_EQ(::read(ready[0], &byte, 1), 1);
+  RunWatcher watcher(static_cast<int>(::getpid()), 0.05, /*watch_gpu=*/false);
+  watcher.set_start(0);
+  watcher.sample(1'000'000);
+  EXPECT_EQ(::write(go[1], &byte, 1), 1);
+  int status = 0;
+  rusage usage{};
+  EXPECT_EQ(::wait4(pid, &status, 0, &usage), pid);
+  usage.ru_maxrss -= lower_by / 1024;
+  watcher.reaped(static_cast<int>(pid), 0, "", status, usage, 2'000'000);
+  for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
+  const RunRecord record = watcher.finish(3'000'000, {"child"}, 0.0, 0);
+  for (const RunProcess& process : record.processes) {
+    if (process.pid != pid) continue;
+    *sampled = process.t.empty() ? -1 : process.peak_rss;
+    return process;
+  }
+  ADD_FAILURE() << "the child " << pid << " is not in the record";
+  return {};
+}
+
+// Regression (CI's ASan step): a VmHWM sampled a few pages above the reaped child's ru_maxrss
+// (per-CPU RSS counter drift) made the record call the peak "sampled" although wait4's final
+// figure was there.
+TEST(RunWatcherPeaks, WaitFourStandsAgainstAnEarlierReadingWithinTheCountersDrift) {
+  std::int64_t sampled = -1;
+  const RunProcess child = reaped_child_peak(std::int64_t{16} << 20, 4 * 4096, &sampled);
+  EXPECT_EQ(child.peak_rss_source, "wait4");
+  EXPECT_GT(child.peak_rss, std::int64_t{16} << 20);
+  EXPECT_EQ(child.exit_code, 0);
+}
+
+// Beyond the drift an earlier reading is a real, higher peak and wins, and says it was sampled.
+TEST(RunWatcherPeaks, AHigherReadingBeyondTheDriftWins) {
+  std::int64_t sampled = -1;
+  const std::int64_t lower = detail::rss_counter_slack(1) + (std::int64_t{8} << 20);
+  const RunProcess child = reaped_child_peak(std::int64_t{16} << 20, lower, &sampled);
+  EXPECT_EQ(child.peak_rss_source, "sampled");
+  EXPECT_GT(child.peak_rss, std::int64_t{16} << 20);
 }
 
 }  // namespace

@@ -262,7 +262,7 @@ TEST(RunWatcherPeaks, WaitFourStandsAgainstAnEarlierReadingWithinTheCountersDrif
 // Beyond the drift an earlier reading is a real, higher peak and wins, and says it was sampled.
 TEST(RunWatcherPeaks, AHigherReadingBeyondTheDriftWins) {
   std::int64_t sampled = -1;
-  const std::int64_t lower = detail::rss_counter_slack(1) + (std::int64_t{8} << 20);
+  const std::int64_t lower = 2 * detail::rss_counter_slack(1) + (std::int64_t{8} << 20);
   const RunProcess child = reaped_child_peak(std::int64_t{16} << 20, lower, &sampled);
   EXPECT_EQ(child.peak_rss_source, "sampled");
   EXPECT_GT(child.peak_rss, std::int64_t{16} << 20);

@@ -304,9 +304,10 @@ void RunWatcher::decide_peaks() {
     if (wait4_exact) consider(state.wait4_maxrss, "wait4");
     if (state.alive_at_end) consider(state.hwm_max, "VmHWM");
     // wait4's figure is read after the process's last page was counted, so an earlier reading
-    // above it differs only by the kernel's per-CPU counter drift (seen under ASan, whose
-    // extra threads fault on more CPUs): within that slack the final figure stands.
-    const std::int64_t drift = wait4_exact ? slack : 0;
+    // above it differs only by the kernel's per-CPU counter drift (seen under ASan): each of the
+    // two approximate reads may be off by the slack, one up and one down, and within twice the
+    // slack the final figure stands.
+    const std::int64_t drift = wait4_exact ? 2 * slack : 0;
     const auto consider_earlier = [&](std::int64_t value, const char* source) {
       if (value > process.peak_rss + drift) consider(value, source);
     };

@@ -10,10 +10,10 @@
 //   - the "hwm" of its stage marks ("marks": its tracker's lifetime peak, kept although the
 //     tracker's kernel-hwm windows reset VmHWM),
 //   - wait4's ru_maxrss when memscope reaped it ("wait4": exact; an earlier reading above it by
-//     no more than the RSS counters' slack is their drift, and wait4 stands). The kernel folds into
-//     that figure the peaks of the children the process reaped itself, so for a process that reaped
-//     children it is only used when it exceeds the highest peak seen of those children by more
-//     than the RSS counters' slack (the figure is then the process's own). A child that was
+//     no more than twice the RSS counters' slack is their drift, and wait4 stands). The kernel
+//     folds into that figure the peaks of the children the process reaped itself, so for a process
+//     that reaped children it is only used when it exceeds the highest peak seen of those children
+//     by more than the RSS counters' slack (the figure is then the process's own). A child that was
 //     never sampled (it lived less than an interval), or one that outgrew its parent in its last
 //     interval, can still be counted in its parent's figure: docs/cli.md says so.
 //

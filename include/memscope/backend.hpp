@@ -53,6 +53,40 @@ class Backend {
   [[nodiscard]] virtual void* reserve(std::size_t bytes) = 0;
   virtual void release(void* base, std::size_t bytes) noexcept = 0;
 
+  // --- Page mapping, for the allocator's expandable segments -----------------------------
+  // An address range is reserved with nothing behind it; pages of memory are then mapped into
+  // it and unmapped from it, each page separately, so a segment can grow and shrink in place.
+  // A backend that cannot do this keeps the defaults: page_granularity() 0, the rest throw
+  // BackendError (the allocator refuses expandable_segments on it before calling them).
+
+  // The smallest page map_pages() accepts, a power of two (host: the OS page; CUDA: the
+  // driver's minimum granularity; simulated: 2 MiB). 0: the backend does not map pages.
+  [[nodiscard]] virtual std::size_t page_granularity() const noexcept { return 0; }
+  // `bytes` (a multiple of the granularity) of address space aligned to the granularity, with
+  // no memory behind it and not counted in capacity; nullptr when the address space is used up.
+  [[nodiscard]] virtual void* reserve_address_range(std::size_t bytes);
+  // Gives a range back. Every page in it must have been unmapped.
+  virtual void release_address_range(void* base, std::size_t bytes) noexcept;
+  // Backs [address, address + bytes) inside a reserved range with memory, as pages of `page`
+  // bytes (a multiple of the granularity dividing `bytes` and the offset from the range's
+  // base) that unmap_pages() and move_pages() may later take one by one. Host memory is
+  // populated (resident) on return. False when the memory is not there: nothing is mapped.
+  // BackendError for other failures.
+  [[nodiscard]] virtual bool map_pages(void* address, std::size_t bytes, std::size_t page);
+  // Takes mapped pages away and gives their memory back to the device or the OS (the process
+  // RSS falls on the host), once the work queued on `stream` before the call has finished.
+  // Whole pages as mapped; never throws (a failure leaves the pages mapped and is reported by
+  // the next call that fails).
+  virtual void unmap_pages(void* address, std::size_t bytes, std::size_t page,
+                           StreamId stream) noexcept;
+  // Moves mapped pages from [from, from + bytes) to the unmapped [to, to + bytes) without
+  // copying or freeing their memory (host: mremap; CUDA: the same physical handles mapped at
+  // the new place), once the work queued on `stream` before the call has finished; `from`
+  // is unmapped after it. False when the backend cannot move them: nothing changed, and the
+  // caller unmaps and maps instead. BackendError for other failures.
+  [[nodiscard]] virtual bool move_pages(void* from, void* to, std::size_t bytes, std::size_t page,
+                                        StreamId stream);
+
   [[nodiscard]] virtual EventId create_event() = 0;
   virtual void destroy_event(EventId event) noexcept = 0;
   // Marks the point in `stream`'s queue that the event completes at.

@@ -17,6 +17,15 @@
 //   record_history:<n>                 record the newest n events from construction on
 //                                      (CachingAllocator::start_recording; 0 = off)
 //   record_stacks:<none|cpp|python|all> with record_history: the stacks of each allocation
+//   expandable_segments:<true|false>   one growable segment per stream and pool: pages of
+//                                      memory are mapped into a reserved address range as it
+//                                      grows and unmapped when free (PyTorch's True/False too)
+//   expandable_segments_page_size:<size> the large pool's page (a power of two, at least the
+//                                      backend's granularity; default 2 MiB; small pool: 2 MiB)
+//   expandable_segments_recycling:<never|above_peak|always>  before mapping new pages, move
+//                                      free whole pages from elsewhere: never (PyTorch), only
+//                                      when the mapped bytes would pass their high-water mark
+//                                      since the last empty_cache() (default), or always
 // Errors: parse() throws ConfigError naming the key, the value and what is allowed, for
 // unknown keys, malformed values, duplicates and empty entries. Pure; thread-safe.
 #pragma once
@@ -44,6 +53,11 @@ struct AllocatorConfig {
   std::size_t record_history = 0;      // events to keep when recording from the start; 0: off
   bool record_cpp_stacks = false;      // record_stacks:cpp or all
   bool record_python_stacks = false;   // record_stacks:python or all
+  // Expandable segments (docs/design.md, "Expandable segments").
+  enum class PageRecycling { never, above_peak, always };
+  bool expandable_segments = false;
+  std::size_t expandable_segments_page_size = 0;  // 0: the default (2 MiB, or the granularity)
+  PageRecycling page_recycling = PageRecycling::above_peak;
 
   [[nodiscard]] static AllocatorConfig parse(std::string_view text);
   // Parses MEMSCOPE_ALLOC_CONF, or returns the defaults when it is unset or empty.
@@ -57,6 +71,8 @@ struct AllocatorConfig {
 
   friend bool operator==(const AllocatorConfig&, const AllocatorConfig&) = default;
 };
+
+[[nodiscard]] const char* to_string(AllocatorConfig::PageRecycling policy) noexcept;
 
 // The byte limit that `fraction` of a device of `capacity` bytes stands for: the one rule
 // behind memory_limit:<fraction>, set_per_process_memory_fraction() in Python and PyTorch's

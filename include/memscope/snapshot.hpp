@@ -38,6 +38,9 @@ struct SegmentInfo {
   std::size_t requested_size = 0;  // requested bytes of active blocks
   StreamId stream = kDefaultStream;
   bool small_pool = false;        // segment_type "small" (blocks <= 1 MiB) or "large"
+  // One contiguous mapped range of an expandable segment (expandable_segments:true): a stream
+  // and pool's growable segment shows as one such segment per mapped range.
+  bool is_expandable = false;
   std::vector<BlockInfo> blocks;  // in address order, covering the segment exactly
 };
 

@@ -23,7 +23,8 @@ using detail::trim;
 
 constexpr std::string_view kKeys =
     "max_split_size, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
-    "memory_limit, poison_freed, record_history, record_stacks";
+    "memory_limit, poison_freed, record_history, record_stacks, expandable_segments, "
+    "expandable_segments_page_size, expandable_segments_recycling";
 
 constexpr std::string_view kFractionRange = "(0, 1]";
 
@@ -229,9 +230,39 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
       }
       config.record_cpp_stacks = value == "cpp" || value == "all";
       config.record_python_stacks = value == "python" || value == "all";
-    } else if (key == "expandable_segments" || key == "pinned_use_cuda_host_register" ||
-               key == "pinned_num_register_threads" || key == "backend" ||
-               key == "release_lock_on_cudamalloc") {
+    } else if (key == "expandable_segments") {
+      // PyTorch writes True/False; accept its spelling and ours.
+      if (value == "true" || value == "True") {
+        config.expandable_segments = true;
+      } else if (value == "false" || value == "False") {
+        config.expandable_segments = false;
+      } else {
+        fail(key, value, "true or false (PyTorch's True and False are accepted too)");
+      }
+    } else if (key == "expandable_segments_page_size") {
+      std::size_t bytes = 0;
+      try {
+        bytes = parse_size(value, key);
+      } catch (const ConfigError&) {
+        bytes = 0;
+      }
+      if (bytes == 0 || !std::has_single_bit(bytes) || bytes > (std::size_t{1} << 30)) {
+        fail(key, value,
+             "a power of two from the backend's page granularity up to 1GiB, e.g. 2MiB or 32MiB");
+      }
+      config.expandable_segments_page_size = bytes;
+    } else if (key == "expandable_segments_recycling") {
+      if (value == "never") {
+        config.page_recycling = AllocatorConfig::PageRecycling::never;
+      } else if (value == "above_peak") {
+        config.page_recycling = AllocatorConfig::PageRecycling::above_peak;
+      } else if (value == "always") {
+        config.page_recycling = AllocatorConfig::PageRecycling::always;
+      } else {
+        fail(key, value, "never, above_peak or always");
+      }
+    } else if (key == "pinned_use_cuda_host_register" || key == "pinned_num_register_threads" ||
+               key == "backend" || key == "release_lock_on_cudamalloc") {
       fail(key, value,
            "this PYTORCH_CUDA_ALLOC_CONF key is not supported by memscope; remove it (keys: " +
                std::string(kKeys) + ")");
@@ -241,6 +272,13 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
                       kKeys),
           std::string(key), std::string(value));
     }
+  }
+  if (!config.expandable_segments &&
+      seen.count("expandable_segments_page_size") + seen.count("expandable_segments_recycling") >
+          0) {
+    fail(seen.count("expandable_segments_page_size") != 0 ? "expandable_segments_page_size"
+                                                          : "expandable_segments_recycling",
+         "", "it applies to expandable segments only; add expandable_segments:true");
   }
   if ((config.record_cpp_stacks || config.record_python_stacks) && config.record_history == 0) {
     fail("record_stacks",
@@ -289,7 +327,30 @@ std::string AllocatorConfig::to_string() const {
                                                     : record_cpp_stacks ? "cpp"
                                                                         : "python"));
   }
+  if (expandable_segments) {
+    parts.emplace_back("expandable_segments:true");
+    if (expandable_segments_page_size != 0) {
+      parts.push_back("expandable_segments_page_size:" +
+                      format_size_exact(expandable_segments_page_size));
+    }
+    if (page_recycling != AllocatorConfig{}.page_recycling) {
+      parts.push_back(
+          fmt::format("expandable_segments_recycling:{}", memscope::to_string(page_recycling)));
+    }
+  }
   return fmt::format("{}", fmt::join(parts, ","));
+}
+
+const char* to_string(AllocatorConfig::PageRecycling policy) noexcept {
+  switch (policy) {
+    case AllocatorConfig::PageRecycling::never:
+      return "never";
+    case AllocatorConfig::PageRecycling::above_peak:
+      return "above_peak";
+    case AllocatorConfig::PageRecycling::always:
+      return "always";
+  }
+  return "never";
 }
 
 std::uint32_t AllocatorConfig::divisions_for(std::size_t size) const noexcept {

@@ -62,6 +62,7 @@ std::string Snapshot::to_json(int indent) const {
                     {"requested_size", s.requested_size},
                     {"stream", s.stream},
                     {"segment_type", s.small_pool ? "small" : "large"},
+                    {"is_expandable", s.is_expandable},
                     {"blocks", std::move(blocks)}});
   }
   const nlohmann::json doc{

@@ -82,13 +82,33 @@ TEST(Config, HugeSizesAreExactOrRejected) {
   }
 }
 
+TEST(Config, ExpandableSegmentsKeys) {
+  const auto on = AllocatorConfig::parse(
+      "expandable_segments:True,expandable_segments_page_size:8MiB,"
+      "expandable_segments_recycling:always");
+  EXPECT_TRUE(on.expandable_segments);
+  EXPECT_EQ(on.expandable_segments_page_size, std::size_t{8} << 20);
+  EXPECT_EQ(on.page_recycling, AllocatorConfig::PageRecycling::always);
+  EXPECT_EQ(on.to_string(),
+            "expandable_segments:true,expandable_segments_page_size:8MiB,"
+            "expandable_segments_recycling:always");
+  const auto defaults = AllocatorConfig::parse("expandable_segments:true");
+  EXPECT_EQ(defaults.page_recycling, AllocatorConfig::PageRecycling::above_peak);
+  EXPECT_EQ(defaults.expandable_segments_page_size, 0U);
+  EXPECT_EQ(AllocatorConfig::parse("expandable_segments:False"), AllocatorConfig{});
+}
+
 TEST(Config, RoundTripsThroughToString) {
   for (const char* text :
        {"max_split_size:256MiB", "roundup_power2_divisions:4",
         "roundup_power2_divisions:[256:1,512:2,1024:4,>:8]", "garbage_collection_threshold:0.75",
         "memory_limit:0.5", "memory_limit:3GiB",
         "max_split_size:1GiB,roundup_power2_divisions:2,garbage_collection_threshold:0.5,memory_"
-        "limit:12GiB"}) {
+        "limit:12GiB",
+        "expandable_segments:True", "expandable_segments:false",
+        "expandable_segments:true,expandable_segments_page_size:32MiB",
+        "expandable_segments:true,expandable_segments_recycling:never",
+        "expandable_segments:true,expandable_segments_recycling:always,max_split_size:64MiB"}) {
     const auto config = AllocatorConfig::parse(text);
     EXPECT_EQ(AllocatorConfig::parse(config.to_string()), config)
         << text << " -> " << config.to_string();
@@ -141,7 +161,14 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"memory_limit:0", "memory_limit", "fraction"},
         Bad{"memory_limit:0GiB", "memory_limit", "fraction"},
         Bad{"memory_limit:12 bananas", "memory_limit", "size"},
-        Bad{"expandable_segments:True", "expandable_segments", "not supported"}));
+        Bad{"expandable_segments:maybe", "expandable_segments", "true or false"},
+        Bad{"expandable_segments_page_size:3MiB,expandable_segments:true",
+            "expandable_segments_page_size", "power of two"},
+        Bad{"expandable_segments_recycling:sometimes,expandable_segments:true",
+            "expandable_segments_recycling", "never, above_peak or always"},
+        Bad{"expandable_segments_page_size:4MiB", "expandable_segments_page_size",
+            "add expandable_segments:true"},
+        Bad{"backend:cudaMallocAsync", "backend", "not supported"}));
 
 TEST(Config, EmptyEntryIsAnError) {
   EXPECT_THROW((void)AllocatorConfig::parse("max_split_size:256MiB,,memory_limit:0.5"),

@@ -9,9 +9,21 @@
 //
 // Addresses start at 1 TiB, are 2 MiB aligned and are never reused, so a stale pointer can
 // never alias a newer segment. Thread-safe.
+//
+// Page mapping (expandable segments): the granularity is 2 MiB. Address ranges come from the
+// same never-reused addresses and cost no capacity; mapped pages count against the capacity
+// exactly as segments do (reserved_bytes() = segments + mapped_bytes(); free_bytes() =
+// capacity - reserved_bytes()), and map_pages() fails (false) exactly when the total would
+// exceed the capacity. Mapping is checked byte for byte: mapping a page that is mapped already,
+// or outside a reserved range, throws BackendError (a caller's bug made visible); unmapping
+// pages that are not mapped ignores them; move_pages() is bookkeeping (the totals stay) and
+// always moves (true), after the same checks (source mapped, destination unmapped and inside a
+// range). Releasing a range unmaps what is still mapped in it.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -28,10 +40,22 @@ class SimulatedBackend final : public Backend {
   [[nodiscard]] MemoryKind memory_kind() const noexcept override { return MemoryKind::simulated; }
   [[nodiscard]] std::size_t capacity() const override { return capacity_; }
   [[nodiscard]] std::size_t free_bytes() const override;
+  // Bytes in segments and mapped pages: what the device has given out.
   [[nodiscard]] std::size_t reserved_bytes() const;
+  // Bytes in mapped pages (part of reserved_bytes()).
+  [[nodiscard]] std::size_t mapped_bytes() const;
 
   [[nodiscard]] void* reserve(std::size_t bytes) override;
   void release(void* base, std::size_t bytes) noexcept override;
+
+  [[nodiscard]] std::size_t page_granularity() const noexcept override;
+  [[nodiscard]] void* reserve_address_range(std::size_t bytes) override;
+  void release_address_range(void* base, std::size_t bytes) noexcept override;
+  [[nodiscard]] bool map_pages(void* address, std::size_t bytes, std::size_t page) override;
+  void unmap_pages(void* address, std::size_t bytes, std::size_t page,
+                   StreamId stream) noexcept override;
+  [[nodiscard]] bool move_pages(void* from, void* to, std::size_t bytes, std::size_t page,
+                                StreamId stream) override;
 
   [[nodiscard]] EventId create_event() override;
   void destroy_event(EventId event) noexcept override;
@@ -46,9 +70,23 @@ class SimulatedBackend final : public Backend {
   [[nodiscard]] std::size_t pending_events() const;
 
  private:
+  // Under mutex_. Throws BackendError unless [begin, end) lies in one reserved range, with
+  // `page` dividing its offset from the range's base.
+  void check_in_range(const char* call, std::uintptr_t begin, std::uintptr_t end,
+                      std::size_t page) const;
+  [[nodiscard]] bool any_mapped(std::uintptr_t begin, std::uintptr_t end) const;
+  [[nodiscard]] bool all_mapped(std::uintptr_t begin, std::uintptr_t end) const;
+  void add_mapped(std::uintptr_t begin, std::uintptr_t end);
+  // Takes [begin, end) out of the mapped runs; returns the bytes that were mapped in it (the
+  // caller adjusts mapped_).
+  std::size_t remove_mapped(std::uintptr_t begin, std::uintptr_t end);
+
   mutable std::mutex mutex_;
   const std::size_t capacity_;
-  std::size_t reserved_ = 0;
+  std::size_t reserved_ = 0;                               // in segments
+  std::size_t mapped_ = 0;                                 // in mapped pages
+  std::map<std::uintptr_t, std::size_t> ranges_;           // reserved range: base -> bytes
+  std::map<std::uintptr_t, std::uintptr_t> mapped_pages_;  // mapped: begin -> end, coalesced
   std::uintptr_t next_address_;
   EventId next_event_ = 1;
   std::unordered_set<StreamId> held_streams_;

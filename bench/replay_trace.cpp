@@ -1,13 +1,18 @@
 // memscope_replay_bench: fragmentation and speed of memscope's allocator on a real PyTorch trace.
 //
 // Replays the repository's real snapshot (tests/data/README.md) through memscope with several
-// settings, and through a model of PyTorch's own default placement (bench/torch_rules.hpp) with
+// settings, through a model of PyTorch's own default placement (bench/torch_rules.hpp) with
 // both tie rules, so the one rule where memscope differs (equal sizes: most recently cached first,
-// not lowest address) is measured in the same run. Prints a Markdown table.
+// not lowest address) is measured in the same run, and through a model of PyTorch's
+// expandable_segments:True (bench/torch_expandable_rules.hpp), next to memscope's expandable
+// segments with each page recycling policy and page size. Prints a Markdown table.
 //
 //   memscope_replay_bench [snapshot.pickle] [--repeat N]
 //
 // ns/event is the median over N replays (default 51) of the allocate/deallocate calls alone.
+// map+unmap per 1k events: memscope's (num_device_alloc + num_device_free) * 1000 / operations
+// (segment allocs and frees, or with expandable segments page map and unmap calls, a move counting
+// one of each); the models' own device calls (segments created; map_block calls).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -20,6 +25,7 @@
 #include "common/text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
+#include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 
 namespace {
@@ -35,8 +41,14 @@ struct Row {
   std::string segments;
   std::string device_frees;
   std::string ooms;
+  std::string map_per_1k;  // device map + unmap calls (or segment allocs + frees) per 1,000 ops
   std::string ns_per_event;
 };
+
+std::string per_1k(std::uint64_t calls, std::size_t operations) {
+  return fmt::format("{:.2f}", static_cast<double>(calls) * 1000.0 /
+                                   static_cast<double>(std::max<std::size_t>(operations, 1)));
+}
 
 // The median resists the odd slow run (another process, a page fault) better than the mean.
 template <class F>
@@ -48,18 +60,32 @@ double median(int repeat, F&& run_once) {
   return samples[samples.size() / 2];
 }
 
-Row memscope_row(const ReplayPlan& plan, const std::string& settings, int repeat) {
-  memscope::ReplayOptions options;
-  options.config = memscope::AllocatorConfig::parse(settings);
-  const memscope::ReplayResult r = memscope::replay(plan, options);
-  const double ns = median(repeat, [&] { return memscope::replay(plan, options).ns_per_event; });
-  return {fmt::format("memscope {}", settings.empty() ? std::string("default") : settings),
-          static_cast<std::uint64_t>(r.peak_reserved),
-          static_cast<std::uint64_t>(r.peak_requested),
-          std::to_string(r.peak_segments),
-          std::to_string(r.num_device_free),
-          std::to_string(r.num_ooms),
-          fmt::format("{:.0f}", ns)};
+// A setting this build's allocator refuses (an error) gives a row that says so, not a failed run.
+// `label` names the row (the settings themselves when empty).
+Row memscope_row(const ReplayPlan& plan, const std::string& settings, int repeat,
+                 const std::string& label = "") {
+  const std::string name =
+      !label.empty()
+          ? label
+          : fmt::format("memscope {}", settings.empty() ? std::string("default") : settings);
+  try {
+    memscope::ReplayOptions options;
+    options.config = memscope::AllocatorConfig::parse(settings);
+    const memscope::ReplayResult r = memscope::replay(plan, options);
+    const double ns = median(repeat, [&] { return memscope::replay(plan, options).ns_per_event; });
+    return {
+        name,
+        static_cast<std::uint64_t>(r.peak_reserved),
+        static_cast<std::uint64_t>(r.peak_requested),
+        std::to_string(r.peak_segments),
+        std::to_string(r.num_device_free),
+        std::to_string(r.num_ooms),
+        per_1k(static_cast<std::uint64_t>(r.num_device_alloc + r.num_device_free), r.operations),
+        fmt::format("{:.0f}", ns)};
+  } catch (const memscope::Error& e) {
+    fmt::print(stderr, "{}: {}\n", name, e.what());
+    return {name, 0, plan.peak_live, "error", "-", "-", "-", "-"};
+  }
 }
 
 Row model_row(const ReplayPlan& plan, memscope::bench::TieBreak tie, int repeat) {
@@ -79,7 +105,63 @@ Row model_row(const ReplayPlan& plan, memscope::bench::TieBreak tie, int repeat)
           std::to_string(r.segments),
           "0",
           "0",
+          per_1k(r.segments, plan.ops.size()),
           fmt::format("{:.0f} (model)", ns)};
+}
+
+Row expandable_model_row(const ReplayPlan& plan, int repeat) {
+  const memscope::bench::TorchExpandableResult r = memscope::bench::replay_torch_expandable(plan);
+  const double ns = median(repeat, [&] {
+    const auto start = std::chrono::steady_clock::now();
+    (void)memscope::bench::replay_torch_expandable(plan);
+    const std::chrono::duration<double, std::nano> elapsed =
+        std::chrono::steady_clock::now() - start;
+    return elapsed.count() / static_cast<double>(plan.ops.size());
+  });
+  return {"PyTorch expandable_segments (model)",
+          r.peak_reserved,
+          r.peak_requested,
+          std::to_string(r.segments),
+          "0",
+          "0",
+          per_1k(r.map_calls, plan.ops.size()),
+          fmt::format("{:.0f} (model)", ns)};
+}
+
+// Which of PyTorch's expandable rules the figure depends on: each switched off alone.
+void print_expandable_analysis(const ReplayPlan& plan) {
+  using memscope::bench::ExpandableRules;
+  struct Variant {
+    const char* what;
+    ExpandableRules rules;
+  };
+  ExpandableRules no_tail;
+  no_tail.tail_ranks_by_growth = false;
+  ExpandableRules default_split;
+  default_split.split_any_remainder = false;
+  const auto pages = [](std::size_t mib) {
+    ExpandableRules rules;
+    rules.large_page = mib * memscope::MiB;
+    return rules;
+  };
+  const std::vector<Variant> variants = {
+      {"as PyTorch (large pool pages of 20 MiB)", ExpandableRules{}},
+      {"the block before the tail ranked by its own size", no_tail},
+      {"large remainders of 1 MiB or less not split (default rules)", default_split},
+      {"large pool pages of 2 MiB", pages(2)},
+      {"large pool pages of 16 MiB", pages(16)},
+      {"large pool pages of 32 MiB", pages(32)}};
+  fmt::print("\nPyTorch expandable_segments model, one rule changed at a time:\n");
+  for (const Variant& v : variants) {
+    const auto r = memscope::bench::replay_torch_expandable(plan, v.rules);
+    fmt::print(
+        "  {:<62} peak reserved {} B ({:.4f}); map_block calls {} ({} per 1k events); pages "
+        "mapped {} ({} per 1k); cache hits {}\n",
+        v.what, group_digits(r.peak_reserved),
+        static_cast<double>(r.peak_reserved) / static_cast<double>(plan.peak_live), r.map_calls,
+        per_1k(r.map_calls, plan.ops.size()), r.pages_mapped,
+        per_1k(r.pages_mapped, plan.ops.size()), r.cache_hits);
+  }
 }
 
 // The tie rule's effect beyond the peak: reserved bytes after every op, compared step by step.
@@ -114,13 +196,15 @@ void print_tie_analysis(const ReplayPlan& plan) {
 void print_table(const std::vector<Row>& rows) {
   const std::vector<std::string> head = {
       "config",          "peak reserved (B)", "peak live (B)", "reserved / peak live",
-      "segments (peak)", "segments freed",    "OOMs",          "ns/event"};
+      "segments (peak)", "segments freed",    "OOMs",          "map+unmap per 1k events",
+      "ns/event"};
   std::vector<std::vector<std::string>> cells;
   for (const Row& r : rows) {
     const double ratio = static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_live);
-    cells.push_back({r.config, group_digits(r.peak_reserved), group_digits(r.peak_live),
-                     fmt::format("{:.4f}", ratio), r.segments, r.device_frees, r.ooms,
-                     r.ns_per_event});
+    const bool failed = r.peak_reserved == 0;
+    cells.push_back({r.config, failed ? "-" : group_digits(r.peak_reserved),
+                     group_digits(r.peak_live), failed ? "-" : fmt::format("{:.4f}", ratio),
+                     r.segments, r.device_frees, r.ooms, r.map_per_1k, r.ns_per_event});
   }
   std::vector<std::size_t> width(head.size());
   for (std::size_t c = 0; c < head.size(); ++c) {
@@ -175,16 +259,33 @@ int main(int argc, char** argv) {
         group_digits(plan.live_at_end), plan.ends_as_snapshot() ? "equal to" : "NOT EQUAL to");
     std::vector<Row> rows;
     rows.push_back({"PyTorch at the dump (warm cache, from the file)", plan.reserved_at_dump,
-                    plan.peak_live, std::to_string(plan.segments_at_dump), "-", "-", "-"});
+                    plan.peak_live, std::to_string(plan.segments_at_dump), "-", "-", "-", "-"});
     rows.push_back(model_row(plan, memscope::bench::TieBreak::lowest_address, repeat));
     rows.push_back(model_row(plan, memscope::bench::TieBreak::most_recent, repeat));
+    rows.push_back(expandable_model_row(plan, repeat));
     for (const char* settings : {"", "max_split_size:200MiB", "roundup_power2_divisions:4",
                                  "garbage_collection_threshold:0.8,memory_limit:16GiB"}) {
       rows.push_back(memscope_row(plan, settings, repeat));
     }
+    // expandable_segments_page_size is a power of two: 16 and 32 MiB bracket PyTorch's 20 MiB.
+    for (const char* page : {"2MiB", "16MiB", "32MiB"}) {
+      for (const char* policy : {"never", "above_peak", "always"}) {
+        rows.push_back(memscope_row(
+            plan,
+            fmt::format("expandable_segments:true,expandable_segments_page_size:{},"
+                        "expandable_segments_recycling:{}",
+                        page, policy),
+            repeat, fmt::format("memscope expandable, {} pages, recycling {}", page, policy)));
+      }
+    }
     print_table(rows);
     print_tie_analysis(plan);
-    fmt::print("\nsimulated device: 80 GiB; ns/event: median of {} replays\n", repeat);
+    print_expandable_analysis(plan);
+    fmt::print(
+        "\nsimulated device: 80 GiB; ns/event: median of {} replays; memscope expandable rows: "
+        "expandable_segments:true,expandable_segments_page_size:<pages>,"
+        "expandable_segments_recycling:<policy>\n",
+        repeat);
   } catch (const memscope::Error& e) {
     fmt::print(stderr, "memscope_replay_bench: {}\n", e.what());
     return 1;

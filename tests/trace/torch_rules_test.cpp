@@ -1,11 +1,18 @@
-// The reference model of PyTorch's placement (bench/torch_rules.hpp) on a plan built so that the
-// tie rule decides the peak, and memscope's allocator following its own documented rule on it.
+// The reference models of PyTorch's placement: the default rules (bench/torch_rules.hpp) on a
+// plan built so that the tie rule decides the peak, and memscope's allocator following its own
+// documented rule on it; expandable_segments:True (bench/torch_expandable_rules.hpp) on small
+// hand-checked sequences, a random one against its own bookkeeping, and the real trace.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
+#include <random>
+#include <vector>
 
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
+#include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 
 namespace memscope {
@@ -59,6 +66,162 @@ TEST(TorchRules, MemscopeBreaksTiesByRecency) {
     EXPECT_EQ(ours.series[i].reserved_bytes, static_cast<std::int64_t>(model.reserved_series[i]))
         << "after op " << i;
   }
+}
+
+// ---- expandable_segments:True ----------------------------------------------------------------
+
+ReplayOp alloc_on(std::uint64_t id, std::size_t size, StreamId stream) {
+  return {false, id, size, stream};
+}
+
+TEST(TorchExpandableRules, GrowsAtTheLowestAddressInWholePages) {
+  // 3 MiB maps one 20 MiB page; 5 MiB fits in the free rest (no other free block); the segment
+  // then holds [3 | 5 | 12 free]. 14 MiB does not fit: the free 12 MiB just below the unmapped
+  // tail is grown by one more page, so 14 MiB starts at 8 MiB, not at 20 MiB.
+  const auto r = bench::replay_torch_expandable(
+      plan_of({alloc(1, 3 * MiB), alloc(2, 5 * MiB), alloc(3, 14 * MiB)}));
+  EXPECT_EQ(r.offsets, (std::vector<std::uint64_t>{0, 3 * MiB, 8 * MiB}));
+  EXPECT_EQ(r.reserved_series, (std::vector<std::size_t>{20 * MiB, 20 * MiB, 40 * MiB}));
+  EXPECT_EQ(r.map_calls, 2U);
+  EXPECT_EQ(r.pages_mapped, 2U);
+  EXPECT_EQ(r.segments, 1U);
+  EXPECT_EQ(r.cache_hits, 1U);
+}
+
+TEST(TorchExpandableRules, TheFreeBlockBeforeTheTailMergesWithNewPages) {
+  // After 3 MiB, 17 MiB lie free below the unmapped tail. 30 MiB needs 13 MiB more: one page
+  // merged with the free 17 MiB (40 MiB mapped), where a fresh block would need two (60 MiB).
+  const auto r = bench::replay_torch_expandable(plan_of({alloc(1, 3 * MiB), alloc(2, 30 * MiB)}));
+  EXPECT_EQ(r.offsets, (std::vector<std::uint64_t>{0, 3 * MiB}));
+  EXPECT_EQ(r.peak_reserved, 40 * MiB);
+  EXPECT_EQ(r.map_calls, 2U);  // one map_block call each time, however many pages
+  EXPECT_EQ(r.pages_mapped, 2U);
+}
+
+TEST(TorchExpandableRules, RoundsToPagesOfTwentyAndTwoMiB) {
+  const auto r = bench::replay_torch_expandable(plan_of({
+      alloc(1, MiB + 1),      // large pool (1 MiB + 512 after rounding): one 20 MiB page
+      alloc(2, 512),          // small pool: its own segment, one 2 MiB page
+      release(1),             // the whole 20 MiB page is free again (never unmapped)
+      alloc(3, 41 * MiB),     // 41 MiB: 20 free + two more pages = 60 MiB of large pool
+      alloc(4, 1),            // 512 B: in the small pool's free rest
+      alloc(5, 2 * MiB - 1),  // large pool (over 1 MiB): 19 MiB free after the 41 MiB, fits
+  }));
+  EXPECT_EQ(r.reserved_series,
+            (std::vector<std::size_t>{20 * MiB, 22 * MiB, 22 * MiB, 62 * MiB, 62 * MiB, 62 * MiB}));
+  EXPECT_EQ(r.offsets, (std::vector<std::uint64_t>{0, 0, 0, 512, 41 * MiB}));
+  EXPECT_EQ(r.segments, 2U);  // one per pool
+  EXPECT_EQ(r.pages_mapped, 4U);
+  EXPECT_EQ(r.peak_allocated, 41 * MiB + 2 * MiB + 1024);
+}
+
+TEST(TorchExpandableRules, PageSizeIsASetting) {
+  bench::ExpandableRules rules;
+  rules.large_page = 2 * MiB;
+  const auto r =
+      bench::replay_torch_expandable(plan_of({alloc(1, 3 * MiB), alloc(2, 30 * MiB)}), rules);
+  EXPECT_EQ(r.peak_reserved, 34 * MiB);  // 4 MiB, then 1 MiB free + 15 pages
+  EXPECT_EQ(r.pages_mapped, 17U);
+}
+
+TEST(TorchExpandableRules, TheBlockBeforeTheTailIsTakenLast) {
+  // [10 free | 3 | 7 free, then unmapped]: a 5 MiB request fits both free blocks. By its own size
+  // the 7 MiB block is the best fit, but PyTorch ranks it by what it could grow to, so the 10 MiB
+  // block at offset 0 serves it. A request only the tail block fits still goes there.
+  const ReplayPlan plan = plan_of(
+      {alloc(1, 10 * MiB), alloc(2, 3 * MiB), release(1), alloc(3, 5 * MiB), alloc(4, 6 * MiB)});
+  const auto r = bench::replay_torch_expandable(plan);
+  EXPECT_EQ(r.offsets, (std::vector<std::uint64_t>{0, 10 * MiB, 0, 13 * MiB}));
+  EXPECT_EQ(r.peak_reserved, 20 * MiB);
+  bench::ExpandableRules by_own_size;
+  by_own_size.tail_ranks_by_growth = false;
+  const auto own = bench::replay_torch_expandable(plan, by_own_size);
+  EXPECT_EQ(own.offsets, (std::vector<std::uint64_t>{0, 10 * MiB, 13 * MiB, 0}));
+}
+
+TEST(TorchExpandableRules, LowestAddressAmongEqualSizesAndAnyRemainderSplit) {
+  // Five 4 MiB blocks fill the first page; two free 4 MiB blocks (offsets 0 and 8 MiB): 4 MiB goes
+  // to the lower one. 3.5 MiB then takes the other and splits off 512 KiB: under expandable
+  // segments PyTorch splits any remainder of 512 B or more, in the large pool too (the default
+  // rules keep large remainders of 1 MiB or less in the block).
+  const ReplayPlan plan = plan_of({alloc(1, 4 * MiB), alloc(2, 4 * MiB), alloc(3, 4 * MiB),
+                                   alloc(4, 4 * MiB), alloc(5, 4 * MiB), release(1), release(3),
+                                   alloc(6, 4 * MiB), alloc(7, 3 * MiB + 512 * KiB)});
+  const auto r = bench::replay_torch_expandable(plan);
+  EXPECT_EQ(r.offsets,
+            (std::vector<std::uint64_t>{0, 4 * MiB, 8 * MiB, 12 * MiB, 16 * MiB, 0, 8 * MiB}));
+  EXPECT_EQ(r.peak_allocated, 20 * MiB);
+  EXPECT_EQ(r.reserved_series.back(), 20 * MiB);
+  bench::TorchExpandableReplayer model;
+  for (const ReplayOp& op : plan.ops) model.step(op);
+  model.check_invariants();
+  EXPECT_EQ(model.result().peak_allocated, 20 * MiB);
+  // What is allocated at the end: 4 x 4 MiB + 3.5 MiB split, or the whole 4 MiB block unsplit.
+  bench::ExpandableRules default_split;
+  default_split.split_any_remainder = false;
+  bench::TorchExpandableReplayer unsplit(default_split);
+  for (const ReplayOp& op : plan.ops) unsplit.step(op);
+  EXPECT_EQ(model.allocated_bytes(), 19 * MiB + 512 * KiB);
+  EXPECT_EQ(unsplit.allocated_bytes(), 20 * MiB);
+}
+
+TEST(TorchExpandableRules, OneSegmentPerStreamAndPool) {
+  const auto r =
+      bench::replay_torch_expandable(plan_of({alloc_on(1, 3 * MiB, 0), alloc_on(2, 3 * MiB, 7),
+                                              alloc_on(3, 4096, 7), alloc_on(4, 3 * MiB, 0)}));
+  EXPECT_EQ(r.segments, 3U);
+  EXPECT_EQ(r.offsets, (std::vector<std::uint64_t>{0, 0, 0, 3 * MiB}));
+  EXPECT_EQ(r.peak_reserved, 42 * MiB);
+}
+
+// Random allocations and frees (fixed seed), the model's bookkeeping checked after every op, and
+// what must hold whatever the rules: reserved never falls (nothing is unmapped), reserved is at
+// least what is allocated, and growth happens only on a miss.
+TEST(TorchExpandableRules, RandomSequenceKeepsItsBookkeeping) {
+  std::mt19937_64 rng(12);
+  std::vector<std::uint64_t> live;
+  bench::TorchExpandableReplayer model;
+  std::uint64_t next_id = 1;
+  std::size_t allocs = 0;
+  for (int i = 0; i < 4000; ++i) {
+    const bool free_one = !live.empty() && (rng() % 100 < 45 || live.size() > 300);
+    if (free_one) {
+      const std::size_t at = rng() % live.size();
+      model.step(release(live[at]));
+      live[at] = live.back();
+      live.pop_back();
+    } else {
+      // Log-uniform over 1 B .. 64 MiB, on two streams.
+      const double exponent = std::uniform_real_distribution<double>(0.0, 26.0)(rng);
+      const auto size = static_cast<std::size_t>(std::exp2(exponent));
+      model.step(alloc_on(next_id, size, static_cast<StreamId>(rng() % 2)));
+      live.push_back(next_id++);
+      ++allocs;
+    }
+    ASSERT_NO_THROW(model.check_invariants()) << "after op " << i;
+  }
+  const auto& r = model.result();
+  EXPECT_TRUE(std::is_sorted(r.reserved_series.begin(), r.reserved_series.end()));
+  EXPECT_GE(r.peak_reserved, r.peak_allocated);
+  EXPECT_EQ(r.cache_hits + r.map_calls, allocs);
+  EXPECT_EQ(r.segments, 4U);  // two streams, two pools
+}
+
+TEST(TorchExpandableRules, RealTraceGivesTheIssuesAnchor) {
+  // Issue 12: PyTorch's expandable rules replayed from an empty cache on the repository's trace
+  // give reserved / peak live 1.0013. This model reproduces it to the byte it reports.
+  const ReplayPlan plan = build_replay_plan(read_torch_snapshot_file(MEMSCOPE_REAL_TRACE));
+  bench::TorchExpandableReplayer model;
+  for (const ReplayOp& op : plan.ops) model.step(op);
+  ASSERT_NO_THROW(model.check_invariants());
+  const auto& r = model.result();
+  EXPECT_EQ(r.peak_requested, plan.peak_live);
+  EXPECT_EQ(r.peak_reserved, 13'941'866'496U);
+  EXPECT_NEAR(static_cast<double>(r.peak_reserved) / static_cast<double>(plan.peak_live), 1.0013,
+              0.00005);
+  EXPECT_EQ(r.segments, 2U);
+  EXPECT_EQ(r.map_calls, 247U);
+  EXPECT_EQ(r.pages_mapped, 672U);
 }
 
 }  // namespace

@@ -12,6 +12,17 @@
 // to a free list that create_event() draws from, so the allocator's per-free events cost no
 // driver object creation in steady state.
 //
+// Page mapping (expandable segments) uses the driver's virtual memory management: the
+// granularity is cuMemGetAllocationGranularity's minimum for pinned memory on this device
+// (2 MiB on current GPUs); an address range is cuMemAddressReserve (no memory); map_pages()
+// creates one physical allocation (cuMemCreate) per page, maps it (cuMemMap) and makes it
+// read-write for this device (cuMemSetAccess), returning false, with nothing left mapped, on
+// out of memory; unmap_pages() and move_pages() first wait for the stream
+// (cuStreamSynchronize: unmapping does not wait for queued kernels), then unmap and release
+// each page (the device's free memory rises) or map the same allocation at the new address
+// (no new memory, no copy). A driver older than CUDA 10.2, or a device without virtual memory
+// management, gives page_granularity() 0 and says why in page_mapping_note().
+//
 // Shutdown: once the process has begun to exit, release() and the destructor skip driver calls
 // (the driver may be torn down already; the OS reclaims device memory with the process).
 //
@@ -59,6 +70,17 @@ class CudaBackend final : public Backend {
   [[nodiscard]] void* reserve(std::size_t bytes) override;
   void release(void* base, std::size_t bytes) noexcept override;
 
+  [[nodiscard]] std::size_t page_granularity() const noexcept override;
+  [[nodiscard]] void* reserve_address_range(std::size_t bytes) override;
+  void release_address_range(void* base, std::size_t bytes) noexcept override;
+  [[nodiscard]] bool map_pages(void* address, std::size_t bytes, std::size_t page) override;
+  void unmap_pages(void* address, std::size_t bytes, std::size_t page,
+                   StreamId stream) noexcept override;
+  [[nodiscard]] bool move_pages(void* from, void* to, std::size_t bytes, std::size_t page,
+                                StreamId stream) override;
+  // Why page_granularity() is 0 (the driver or device cannot map pages); empty when it maps.
+  [[nodiscard]] const std::string& page_mapping_note() const noexcept;
+
   [[nodiscard]] EventId create_event() override;
   void destroy_event(EventId event) noexcept override;
   void record_event(EventId event, StreamId stream) override;
@@ -72,8 +94,11 @@ class CudaBackend final : public Backend {
   // Events waiting in the pool for reuse.
   [[nodiscard]] std::size_t pooled_events() const;
 
- private:
+  // The private state (backends/cuda/cuda_backend_state.hpp), public by name only so that the
+  // backend's source files can share it.
   struct State;
+
+ private:
   std::unique_ptr<State> state_;
 };
 

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/cuda/cuda_backend_state.hpp"
 #include "backends/cuda/device_query.hpp"
 #include "backends/cuda/driver_loader.hpp"
 #include "backends/cuda/scoped_context.hpp"
@@ -29,6 +30,9 @@ cu::CUstream to_stream(StreamId stream) noexcept {
   return reinterpret_cast<cu::CUstream>(stream);  // NOLINT(performance-no-int-to-ptr)
 }
 
+}  // namespace
+
+namespace detail {
 // Release paths cannot throw; a failure there is a real driver fault (a sticky error after an
 // illegal access, say), reported once so it is not lost and not repeated for every segment.
 void report_release_failure(const CudaDriver& driver, cu::CUresult result, const char* what) {
@@ -37,19 +41,7 @@ void report_release_failure(const CudaDriver& driver, cu::CUresult result, const
   std::fprintf(stderr, "memscope: %s failed during release: %s (further failures not shown)\n",
                what, detail::describe_cuda_error(&driver, result).c_str());
 }
-
-}  // namespace
-
-struct CudaBackend::State {
-  std::shared_ptr<const CudaDriver> driver;
-  int index = 0;
-  cu::CUdevice device = 0;
-  cu::CUcontext context = nullptr;
-  std::size_t capacity = 0;
-  std::string device_name;
-  mutable std::mutex events_mutex;
-  std::vector<cu::CUevent> free_events;
-};
+}  // namespace detail
 
 CudaBackend::CudaBackend(int device_index) : state_(std::make_unique<State>()) {
   detail::OpenedDevice opened = detail::open_cuda_device(device_index);  // throws if unavailable
@@ -71,11 +63,13 @@ CudaBackend::CudaBackend(int device_index) : state_(std::make_unique<State>()) {
   state_->context = context;
   state_->capacity = total;
   state_->device_name = std::move(opened.name);
+  detail::probe_page_mapping(*state_);
 }
 
 CudaBackend::~CudaBackend() noexcept {
   if (detail::cuda_driver_shutting_down()) return;
   const CudaDriver& driver = *state_->driver;
+  detail::release_all_pages(*state_);
   for (cu::CUevent event : state_->free_events) (void)driver.cuEventDestroy(event);
   (void)driver.cuDevicePrimaryCtxRelease(state_->device);
 }
@@ -115,7 +109,7 @@ void CudaBackend::release(void* base, std::size_t /*bytes*/) noexcept {
   detail::ScopedContext scope(driver, state_->context, std::nothrow);
   if (!scope.ok()) return;
   const cu::CUresult result = driver.cuMemFree(reinterpret_cast<cu::CUdeviceptr>(base));
-  if (result != cu::CUDA_SUCCESS) report_release_failure(driver, result, "cuMemFree");
+  if (result != cu::CUDA_SUCCESS) detail::report_release_failure(driver, result, "cuMemFree");
 }
 
 EventId CudaBackend::create_event() {
@@ -148,7 +142,8 @@ void CudaBackend::destroy_event(EventId event) noexcept {
   } catch (...) {  // push_back could not grow the pool: destroy the event instead
   }
   const cu::CUresult result = state_->driver->cuEventDestroy(to_event(event));
-  if (result != cu::CUDA_SUCCESS) report_release_failure(*state_->driver, result, "cuEventDestroy");
+  if (result != cu::CUDA_SUCCESS)
+    detail::report_release_failure(*state_->driver, result, "cuEventDestroy");
 }
 
 void CudaBackend::record_event(EventId event, StreamId stream) {

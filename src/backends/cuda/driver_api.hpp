@@ -66,6 +66,27 @@ enum CUstream_flags : unsigned int {
   CU_STREAM_NON_BLOCKING = 0x1,
 };
 
+// Virtual memory management (cuMemAddressReserve, cuMemCreate, cuMemMap: CUDA 10.2), for
+// expandable segments. Only the values memscope passes are listed.
+enum CUmemAllocationType : unsigned int {
+  CU_MEM_ALLOCATION_TYPE_PINNED = 0x1,
+};
+enum CUmemAllocationHandleType : unsigned int {
+  CU_MEM_HANDLE_TYPE_NONE = 0x0,
+};
+enum CUmemLocationType : unsigned int {
+  CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
+};
+enum CUmemAccess_flags : unsigned int {
+  CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3,
+};
+enum CUmemAllocationGranularity_flags : unsigned int {
+  CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
+};
+enum CUdevice_attribute : unsigned int {
+  CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102,
+};
+
 using cuuint64_t = std::uint64_t;
 using CUdevice = int;                    // cuda.h: CUdevice_v1
 using CUdeviceptr = unsigned long long;  // cuda.h: CUdeviceptr_v2 (64-bit builds only)
@@ -85,6 +106,31 @@ struct CUuuid {
   char bytes[16];
 };
 
+using CUmemGenericAllocationHandle = unsigned long long;  // cuda.h: ..._v1
+
+struct CUmemLocation {
+  CUmemLocationType type;
+  int id;  // the device ordinal, for CU_MEM_LOCATION_TYPE_DEVICE
+};
+
+struct CUmemAllocationProp {
+  CUmemAllocationType type;
+  CUmemAllocationHandleType requestedHandleTypes;
+  CUmemLocation location;
+  void* win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+};
+
+struct CUmemAccessDesc {
+  CUmemLocation location;
+  CUmemAccess_flags flags;
+};
+
 // The two entry points we find with dlsym; everything else comes from cuGetProcAddress.
 using PFN_cuGetProcAddress_v2 = CUresult (*)(const char* symbol, void** pfn, int cuda_version,
                                              cuuint64_t flags,
@@ -97,7 +143,8 @@ using PFN_cuGetProcAddress_v1 = CUresult (*)(const char* symbol, void** pfn, int
 // for exactly that version, so a newer driver hands us the same variant (cuMemAlloc at 3020 is
 // cuMemAlloc_v2; cuCtxSynchronize at 2000 is the one without a context argument). cuda.h's
 // matching type is PFN_<name>_v<cuda_version>. `required` functions must resolve for the
-// backend to load; the others (streams, copies, modules: used by tests and probes) may be null.
+// backend to load; the others (streams, copies, modules: used by tests and probes; the virtual
+// memory functions, whose absence only turns page mapping off) may be null.
 // clang-format off
 #define MEMSCOPE_CUDA_DRIVER_FUNCTIONS(X)                                                              \
   X(cuGetErrorName, 6000, true, CUresult, (CUresult error, const char** str))                          \
@@ -126,12 +173,31 @@ using PFN_cuGetProcAddress_v1 = CUresult (*)(const char* symbol, void** pfn, int
   X(cuStreamDestroy, 4000, false, CUresult, (CUstream stream))                                         \
   X(cuStreamQuery, 2000, false, CUresult, (CUstream stream))                                           \
   X(cuStreamSynchronize, 2000, false, CUresult, (CUstream stream))                                     \
+  X(cuDeviceGetAttribute, 2000, false, CUresult,                                                       \
+    (int* value, CUdevice_attribute attrib, CUdevice dev))                                             \
+  X(cuMemGetAllocationGranularity, 10020, false, CUresult,                                             \
+    (std::size_t* granularity, const CUmemAllocationProp* prop,                                        \
+     CUmemAllocationGranularity_flags option))                                                         \
+  X(cuMemAddressReserve, 10020, false, CUresult,                                                       \
+    (CUdeviceptr* ptr, std::size_t size, std::size_t alignment, CUdeviceptr addr,                      \
+     unsigned long long flags))                                                                        \
+  X(cuMemAddressFree, 10020, false, CUresult, (CUdeviceptr ptr, std::size_t size))                     \
+  X(cuMemCreate, 10020, false, CUresult,                                                               \
+    (CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,          \
+     unsigned long long flags))                                                                        \
+  X(cuMemRelease, 10020, false, CUresult, (CUmemGenericAllocationHandle handle))                       \
+  X(cuMemMap, 10020, false, CUresult,                                                                  \
+    (CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,       \
+     unsigned long long flags))                                                                        \
+  X(cuMemUnmap, 10020, false, CUresult, (CUdeviceptr ptr, std::size_t size))                           \
+  X(cuMemSetAccess, 10020, false, CUresult,                                                            \
+    (CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc, std::size_t count))               \
   X(cuMemsetD8Async, 3020, false, CUresult,                                                            \
     (CUdeviceptr dst, unsigned char value, std::size_t count, CUstream stream))                        \
   X(cuMemcpyHtoD, 3020, false, CUresult, (CUdeviceptr dst, const void* src, std::size_t bytes))        \
   X(cuMemcpyDtoH, 3020, false, CUresult, (void* dst, CUdeviceptr src, std::size_t bytes))              \
   X(cuModuleLoadData, 2000, false, CUresult, (CUmodule* module, const void* image))                    \
-  X(cuModuleGetFunction, 2000, false, CUresult, (CUfunction* fn, CUmodule module, const char* name))  \
+  X(cuModuleGetFunction, 2000, false, CUresult, (CUfunction* fn, CUmodule module, const char* name))   \
   X(cuModuleUnload, 2000, false, CUresult, (CUmodule module))                                          \
   X(cuLaunchKernel, 4000, false, CUresult,                                                             \
     (CUfunction fn, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z,                     \

@@ -1,5 +1,7 @@
-// The shared backend conformance suite (tests/support/backend_conformance.hpp) on the CUDA
-// backend. Every test reports SKIPPED, with the reason, where no GPU can be used.
+// The shared backend conformance suites (tests/support/backend_conformance.hpp, and the page
+// mapping one in tests/backends) on the CUDA backend. Every test reports SKIPPED, with the
+// reason, where no GPU can be used.
+#include "../page_mapping_conformance.hpp"
 #include "backend_conformance.hpp"
 #include "memscope/cuda_backend.hpp"
 
@@ -15,6 +17,7 @@ struct CudaTraits {
 };
 
 INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, BackendConformance, ::testing::Types<CudaTraits>);
+INSTANTIATE_TYPED_TEST_SUITE_P(Cuda, PageMappingConformance, ::testing::Types<CudaTraits>);
 
 }  // namespace
 }  // namespace memscope::testing

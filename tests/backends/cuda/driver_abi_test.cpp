@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <type_traits>
 
 #include "abi_mapping.hpp"
@@ -23,6 +24,10 @@ MEMSCOPE_ABI_MAP(memscope::cu::CUevent_st, ::CUevent_st)
 MEMSCOPE_ABI_MAP(memscope::cu::CUmod_st, ::CUmod_st)
 MEMSCOPE_ABI_MAP(memscope::cu::CUfunc_st, ::CUfunc_st)
 MEMSCOPE_ABI_MAP(memscope::cu::CUuuid, ::CUuuid)
+MEMSCOPE_ABI_MAP(memscope::cu::CUmemAllocationProp, ::CUmemAllocationProp)
+MEMSCOPE_ABI_MAP(memscope::cu::CUmemAccessDesc, ::CUmemAccessDesc)
+MEMSCOPE_ABI_MAP(memscope::cu::CUmemAllocationGranularity_flags, ::CUmemAllocationGranularity_flags)
+MEMSCOPE_ABI_MAP(memscope::cu::CUdevice_attribute, ::CUdevice_attribute)
 
 namespace {
 
@@ -40,6 +45,44 @@ static_assert(std::is_same_v<real_t<cu::CUstream>, ::CUstream>);
 static_assert(std::is_same_v<real_t<cu::CUevent>, ::CUevent>);
 static_assert(std::is_same_v<real_t<cu::CUmodule>, ::CUmodule>);
 static_assert(std::is_same_v<real_t<cu::CUfunction>, ::CUfunction>);
+
+// The virtual memory management structs: same size, alignment and field offsets.
+static_assert(std::is_same_v<cu::CUmemGenericAllocationHandle, ::CUmemGenericAllocationHandle>);
+#define MEMSCOPE_SAME_LAYOUT(ours, theirs)                                                      \
+  static_assert(sizeof(cu::ours) == sizeof(::theirs) && alignof(cu::ours) == alignof(::theirs), \
+                #ours " differs from cuda.h");
+#define MEMSCOPE_SAME_OFFSET(ours, theirs, field)                       \
+  static_assert(offsetof(cu::ours, field) == offsetof(::theirs, field), \
+                #ours "::" #field " is not where cuda.h puts it");
+MEMSCOPE_SAME_LAYOUT(CUmemLocation, CUmemLocation)
+MEMSCOPE_SAME_OFFSET(CUmemLocation, CUmemLocation, type)
+MEMSCOPE_SAME_OFFSET(CUmemLocation, CUmemLocation, id)
+MEMSCOPE_SAME_LAYOUT(CUmemAllocationProp, CUmemAllocationProp)
+MEMSCOPE_SAME_OFFSET(CUmemAllocationProp, CUmemAllocationProp, type)
+MEMSCOPE_SAME_OFFSET(CUmemAllocationProp, CUmemAllocationProp, requestedHandleTypes)
+MEMSCOPE_SAME_OFFSET(CUmemAllocationProp, CUmemAllocationProp, location)
+MEMSCOPE_SAME_OFFSET(CUmemAllocationProp, CUmemAllocationProp, win32HandleMetaData)
+MEMSCOPE_SAME_OFFSET(CUmemAllocationProp, CUmemAllocationProp, allocFlags)
+MEMSCOPE_SAME_OFFSET(CUmemAllocationProp, CUmemAllocationProp, allocFlags.usage)
+MEMSCOPE_SAME_OFFSET(CUmemAllocationProp, CUmemAllocationProp, allocFlags.reserved)
+MEMSCOPE_SAME_LAYOUT(CUmemAccessDesc, CUmemAccessDesc)
+MEMSCOPE_SAME_OFFSET(CUmemAccessDesc, CUmemAccessDesc, location)
+MEMSCOPE_SAME_OFFSET(CUmemAccessDesc, CUmemAccessDesc, flags)
+#undef MEMSCOPE_SAME_OFFSET
+#undef MEMSCOPE_SAME_LAYOUT
+static_assert(std::is_same_v<decltype(cu::CUmemLocation::type), cu::CUmemLocationType>);
+static_assert(std::is_same_v<std::underlying_type_t<cu::CUmemLocationType>,
+                             std::underlying_type_t<::CUmemLocationType>>);
+static_assert(std::is_same_v<std::underlying_type_t<cu::CUmemAllocationType>,
+                             std::underlying_type_t<::CUmemAllocationType>>);
+static_assert(std::is_same_v<std::underlying_type_t<cu::CUmemAllocationHandleType>,
+                             std::underlying_type_t<::CUmemAllocationHandleType>>);
+static_assert(std::is_same_v<std::underlying_type_t<cu::CUmemAccess_flags>,
+                             std::underlying_type_t<::CUmemAccess_flags>>);
+static_assert(std::is_same_v<std::underlying_type_t<cu::CUmemAllocationGranularity_flags>,
+                             std::underlying_type_t<::CUmemAllocationGranularity_flags>>);
+static_assert(std::is_same_v<std::underlying_type_t<cu::CUdevice_attribute>,
+                             std::underlying_type_t<::CUdevice_attribute>>);
 
 // Enums: same size, same underlying type, and every enumerator we declare has cuda.h's value.
 static_assert(
@@ -84,6 +127,12 @@ MEMSCOPE_SAME_VALUE(CU_EVENT_BLOCKING_SYNC)
 MEMSCOPE_SAME_VALUE(CU_EVENT_DISABLE_TIMING)
 MEMSCOPE_SAME_VALUE(CU_STREAM_DEFAULT)
 MEMSCOPE_SAME_VALUE(CU_STREAM_NON_BLOCKING)
+MEMSCOPE_SAME_VALUE(CU_MEM_ALLOCATION_TYPE_PINNED)
+MEMSCOPE_SAME_VALUE(CU_MEM_HANDLE_TYPE_NONE)
+MEMSCOPE_SAME_VALUE(CU_MEM_LOCATION_TYPE_DEVICE)
+MEMSCOPE_SAME_VALUE(CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+MEMSCOPE_SAME_VALUE(CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+MEMSCOPE_SAME_VALUE(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
 #undef MEMSCOPE_SAME_VALUE
 
 // Function-pointer types: ours, translated, must be cudaTypedefs.h's PFN_<name>_v<version>,

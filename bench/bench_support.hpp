@@ -29,9 +29,10 @@ inline constexpr std::array<BackendUnderTest, 2> kBackends = {BackendUnderTest{"
                                                               BackendUnderTest{"sim", "sim:64GiB"}};
 
 // Default settings, not MEMSCOPE_ALLOC_CONF: a stray environment must not change the figures.
-inline std::unique_ptr<CachingAllocator> make_allocator(const std::string& spec) {
+inline std::unique_ptr<CachingAllocator> make_allocator(const std::string& spec,
+                                                        const std::string& settings = "") {
   return std::make_unique<CachingAllocator>(std::shared_ptr<Backend>(make_backend(spec)),
-                                            AllocatorConfig{});
+                                            AllocatorConfig::parse(settings));
 }
 
 // Segments reserved from the backend so far: a benchmark of cache hits must not add any.

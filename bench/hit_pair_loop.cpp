@@ -5,7 +5,8 @@
 //            build/bench/memscope_hit_pair_loop <allocator> <bytes> <pairs>
 //
 // <allocator> is memscope-host, memscope-sim, glibc, mimalloc or jemalloc (for jemalloc, run
-// with LD_PRELOAD=libjemalloc.so.2 so that it is the process malloc). Run it with two pair
+// with LD_PRELOAD=libjemalloc.so.2 so that it is the process malloc); memscope-host-expandable
+// and memscope-sim-expandable turn on expandable_segments, whose hit path must cost the same. Run it with two pair
 // counts and divide the difference in instructions by the difference in pairs: start-up and
 // warm-up cancel out. It also prints the loop's CPU time per pair; on a busy machine the best
 // of several runs is the closest to the code's own cost. docs/benchmarks.md lists the results.
@@ -46,8 +47,8 @@ void run_pairs(std::size_t size, long pairs, Allocate allocate, Deallocate deall
 int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr,
-                 "usage: %s <memscope-host|memscope-sim|glibc|mimalloc|jemalloc> "
-                 "<bytes> <pairs>\n",
+                 "usage: %s <memscope-host|memscope-sim|memscope-host-expandable|"
+                 "memscope-sim-expandable|glibc|mimalloc|jemalloc> <bytes> <pairs>\n",
                  argv[0]);
     return 2;
   }
@@ -55,8 +56,9 @@ int main(int argc, char** argv) {
   const std::size_t size = std::strtoull(argv[2], nullptr, 10);
   const long pairs = std::strtol(argv[3], nullptr, 10);
   if (name.starts_with("memscope-")) {
-    const auto allocator =
-        memscope::bench::make_allocator(name == "memscope-host" ? "host" : "sim:64GiB");
+    const auto allocator = memscope::bench::make_allocator(
+        name.starts_with("memscope-host") ? "host" : "sim:64GiB",
+        name.ends_with("-expandable") ? "expandable_segments:true" : "");
     run_pairs(
         size, pairs, [&](std::size_t n) { return allocator->allocate(n); },
         [&](void* p) { allocator->deallocate(p); });

@@ -52,6 +52,11 @@ void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) n
 AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
     : backend_(backend),
       config_(config),
+      // With expandable segments free pages are unmapped or recycled, so the fragmentation
+      // max_split_size guards against cannot pin memory: every block may be split and reused
+      // (applied, it made PyTorch grow to 14 GiB reserved for 300 MiB live, issue #123548).
+      split_limit_(config.expandable_segments ? AllocatorConfig::kUnlimited
+                                              : config.max_split_size),
       poison_(kAsan && config.poison_freed && backend.memory_kind() == MemoryKind::host),
       memory_limit_(config.memory_limit(backend.capacity())),
       rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
@@ -60,6 +65,24 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
   stats_.max_split_size = config.max_split_size == AllocatorConfig::kUnlimited
                               ? -1
                               : signed_size(config.max_split_size);
+  if (config.expandable_segments) {
+    const std::size_t granularity = backend.page_granularity();
+    if (granularity == 0) {
+      throw ConfigError("expandable_segments:true: backend " + backend.name() +
+                            " cannot map pages; turn expandable_segments off for it",
+                        "expandable_segments", "true");
+    }
+    const std::size_t page = config.expandable_segments_page_size;
+    if (page != 0 && (page < granularity || page % granularity != 0)) {
+      throw ConfigError("expandable_segments_page_size:" + std::to_string(page) +
+                            " is not a multiple of backend " + backend.name() +
+                            "'s page granularity (" + std::to_string(granularity) +
+                            " bytes); use a multiple of it, e.g. 2MiB",
+                        "expandable_segments_page_size", std::to_string(page));
+    }
+    small_page_ = std::max(granularity, detail::kSmallBuffer);
+    large_page_ = page != 0 ? page : small_page_;
+  }
 }
 
 AllocatorCore::~AllocatorCore() noexcept {
@@ -69,14 +92,30 @@ AllocatorCore::~AllocatorCore() noexcept {
   while (segments_ != nullptr) {
     Segment* s = segments_;
     segments_ = s->next;
+    // An expandable segment's mapped runs are unmapped before its address range goes back.
+    for (const Block* b = s->first; s->expandable && b != nullptr;) {
+      if (b->unmapped) {
+        b = b->next;
+        continue;
+      }
+      const std::uintptr_t start = b->address;
+      std::uintptr_t end = start;
+      for (; b != nullptr && !b->unmapped; b = b->next) end = b->address + b->size;
+      backend_.unmap_pages(reinterpret_cast<void*>(start),  // NOLINT(performance-no-int-to-ptr)
+                           end - start, s->page, s->stream);
+    }
     for (Block* b = s->first; b != nullptr;) {
       Block* next = b->next;
       delete b;
       b = next;
     }
     poison(s->base, s->size, false);
-    backend_.release(reinterpret_cast<void*>(s->base),
-                     s->size);  // NOLINT(performance-no-int-to-ptr)
+    void* const base = reinterpret_cast<void*>(s->base);  // NOLINT(performance-no-int-to-ptr)
+    if (s->expandable) {
+      backend_.release_address_range(base, s->size);
+    } else {
+      backend_.release(base, s->size);
+    }
     delete s;
   }
 }
@@ -156,17 +195,8 @@ void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryErro
     if (block == nullptr && call_free_memory_callbacks()) block = take_cached(bins, rounded);
     if (block == nullptr) {
       if (config_.garbage_collection_threshold > 0.0) garbage_collect();
-      const std::size_t bytes = detail::segment_size(rounded);
-      block = reserve_segment(bytes, pools, small);
-      if (block == nullptr && release_oversize_cached(pools, rounded)) {
-        block = reserve_segment(bytes, pools, small);
-      }
-      if (block == nullptr) {
-        // Last resort: wait for every stream, hand every cached segment back, and retry.
-        release_all_cached();
-        ++stats_.num_alloc_retries;
-        block = reserve_segment(bytes, pools, small);
-      }
+      block = config_.expandable_segments ? allocate_expandable(pools, small, rounded)
+                                          : allocate_segment(pools, small, rounded);
     }
   }
   if (block == nullptr) {
@@ -186,9 +216,24 @@ void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryErro
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
+Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size_t rounded) {
+  const std::size_t bytes = detail::segment_size(rounded);
+  Block* block = reserve_segment(bytes, pools, small);
+  if (block == nullptr && release_oversize_cached(pools, rounded)) {
+    block = reserve_segment(bytes, pools, small);
+  }
+  if (block == nullptr) {
+    // Last resort: wait for every stream, hand every cached segment back, and retry.
+    release_all_cached();
+    ++stats_.num_alloc_retries;
+    block = reserve_segment(bytes, pools, small);
+  }
+  return block;
+}
+
 Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) const noexcept {
   Block* block = bins.best_fit(rounded);
-  if (block == nullptr || !detail::may_serve(block->size, rounded, config_.max_split_size)) {
+  if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
     return nullptr;
   }
   bins.remove(block);
@@ -232,11 +277,11 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
 void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requested) {
   const bool small = block->small_pool();
   live_.insert(block->address, block);  // cannot fail: allocate() reserved the slot
-  if (block->is_split()) {              // it was an inactive split block (a fresh segment never is)
+  if (block->counts_as_split()) {       // it was an inactive split block (a fresh segment never is)
     decrease(stats_.inactive_split, small, 1);
     decrease(stats_.inactive_split_bytes, small, signed_size(block->size));
   }
-  if (detail::should_split(block->size, rounded, small, config_.max_split_size)) {
+  if (detail::should_split(block->size, rounded, small, split_limit_)) {
     Block* rest = block_recycler_.acquire();
     rest->address = block->address + rounded;
     rest->size = block->size - rounded;
@@ -323,7 +368,7 @@ void AllocatorCore::cache_block(Block* block) noexcept {
   block->requested_size = 0;
   block->pending_events = 0;
   block->cached_at = clock_;
-  if (block->is_split()) {
+  if (block->counts_as_split()) {
     split_blocks += 1;
     split_bytes += signed_size(block->size);
   }
@@ -382,6 +427,7 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 
 std::size_t AllocatorCore::empty_cache() {
   const std::size_t released = release_all_cached();
+  mapped_high_water_ = mapped_;  // recycling's threshold starts again from what is left
   if (recording_events()) {
     recorder_->record(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   }
@@ -403,7 +449,7 @@ std::size_t AllocatorCore::release_all_cached() {
   std::vector<Block*> whole;
   for (const auto& entry : pools_) {
     const auto collect = [&whole](Block* b) {
-      if (!b->is_split()) whole.push_back(b);
+      if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     };
     entry.second->small.for_each(detail::kSmallBuffer, collect);
     entry.second->large.for_each(0, collect);
@@ -413,6 +459,7 @@ std::size_t AllocatorCore::release_all_cached() {
     released += b->size;
     release_segment(b);
   }
+  if (config_.expandable_segments) released += release_expandable_cached();
   return released;
 }
 
@@ -421,7 +468,7 @@ bool AllocatorCore::release_oversize_cached(StreamPools& pools, std::size_t roun
   const std::size_t wanted = std::max(rounded, config_.max_split_size);
   std::vector<Block*> oversize;
   pools.large.for_each(config_.max_split_size, [&oversize](Block* b) {
-    if (!b->is_split()) oversize.push_back(b);
+    if (!b->is_split() && !b->segment->expandable) oversize.push_back(b);
   });
   // One block big enough: release the smallest such.
   Block* best = nullptr;
@@ -449,11 +496,15 @@ void AllocatorCore::garbage_collect() {
   const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[kAll].current);
   if (reserved <= threshold) return;
   const std::size_t target = reserved - threshold;
-  // Large cached segments, by age (allocations since they were cached).
+  // Large cached segments, by age (allocations since they were cached); with expandable
+  // segments, large cached blocks with whole pages inside, whose pages are unmapped.
   std::vector<Block*> freeable;
   for (const auto& entry : pools_) {
     entry.second->large.for_each(0, [&freeable](Block* b) {
-      if (!b->is_split()) freeable.push_back(b);
+      const Segment& s = *b->segment;
+      if (s.expandable ? page_up(s, b->address) + s.page <= b->address + b->size : !b->is_split()) {
+        freeable.push_back(b);
+      }
     });
   }
   // Release every block at least as old as the average, round after round, until the target is
@@ -467,8 +518,12 @@ void AllocatorCore::garbage_collect() {
       return static_cast<double>(clock_ - b->cached_at) < average;
     });
     for (auto it = old; it != freeable.end(); ++it) {
-      reclaimed += (*it)->size;
-      release_segment(*it);
+      if ((*it)->segment->expandable) {
+        reclaimed += unmap_free_pages(*it);  // touches no other cached block
+      } else {
+        reclaimed += (*it)->size;
+        release_segment(*it);
+      }
     }
     freeable.erase(old, freeable.end());
   }

@@ -79,6 +79,9 @@ class AllocatorCore {
     detail::FreeBins small{true};
     detail::FreeBins large{false};
     std::size_t segments = 0;  // live segments of this stream (both pools)
+    // expandable_segments: the stream's growable segment of each pool, once it has one.
+    detail::Segment* expandable_small = nullptr;
+    detail::Segment* expandable_large = nullptr;
   };
   struct PendingEvent {
     EventId event;
@@ -96,6 +99,46 @@ class AllocatorCore {
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
   void release_segment(detail::Block* block) noexcept;
+  // The miss path with fixed segments: a new segment, else oversize cached ones released, else
+  // everything cached released; nullptr when even that failed.
+  [[nodiscard]] detail::Block* allocate_segment(StreamPools& pools, bool small,
+                                                std::size_t rounded);
+
+  // --- Expandable segments (expandable.cpp) ---------------------------------------------------
+  // The miss path with expandable segments: grow the stream's segment (recycling pages as the
+  // policy says), else unmap everything cached and grow again; nullptr when that failed.
+  [[nodiscard]] detail::Block* allocate_expandable(StreamPools& pools, bool small,
+                                                   std::size_t rounded);
+  // A cached block of at least `rounded` bytes at the lowest address of the pool's segment
+  // where cached and unmapped space together fit it, taken out of the bins; nullptr when the
+  // memory (or the address range) is not there.
+  [[nodiscard]] detail::Block* grow(StreamPools& pools, bool small, std::size_t rounded);
+  [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
+                                                    std::size_t at_least);
+  // Bookkeeping of the first `bytes` (a page multiple) of unmapped block `u` being mapped (the
+  // backend call is the caller's). Returns the cached block that holds them after merging with
+  // cached neighbours.
+  detail::Block* map_front(detail::Block* u, std::size_t bytes);
+  // Bookkeeping of pages [address, address + bytes) inside cached block `c` that are unmapped
+  // (or moved away): `c` is split around them. The backend call is the caller's.
+  void unmapped_inside(detail::Block* c, std::uintptr_t address, std::size_t bytes) noexcept;
+  // Unmaps the whole pages inside cached block `c`; returns the bytes unmapped.
+  std::size_t unmap_free_pages(detail::Block* c);
+  // Moves up to `bytes` (<= u->size) of whole free pages from cached blocks outside
+  // [keep_from, keep_to] to the front of unmapped block `u`; returns the bytes moved and sets
+  // `merged` to the cached block that holds them.
+  std::size_t recycle_into(detail::Block* u, std::size_t bytes, std::uintptr_t keep_from,
+                           std::uintptr_t keep_to, detail::Block*& merged);
+  std::size_t release_expandable_cached();
+  void release_expandable_segment(detail::Segment* segment) noexcept;
+  void count_mapped(detail::Segment* segment, std::int64_t bytes, std::int64_t ranges) noexcept;
+  void count_split(const detail::Block* b, int sign) noexcept;  // inactive_split of cached b
+  void record_mapping(TraceAction action, std::uintptr_t address, std::size_t bytes,
+                      StreamId stream) noexcept;
+  // The expandable segment's first page boundary at or above (below) `address`.
+  [[nodiscard]] static std::uintptr_t page_up(const detail::Segment& s, std::uintptr_t address);
+  [[nodiscard]] static std::uintptr_t page_down(const detail::Segment& s, std::uintptr_t address);
+
   bool call_free_memory_callbacks();
   void garbage_collect();
   bool release_oversize_cached(StreamPools& pools, std::size_t rounded);
@@ -129,6 +172,7 @@ class AllocatorCore {
 
   Backend& backend_;
   AllocatorConfig config_;
+  std::size_t split_limit_;  // blocks this big are never split: max_split_size (see ctor)
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
@@ -137,6 +181,12 @@ class AllocatorCore {
   unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
   std::unique_ptr<detail::Recorder> recorder_;
   std::uint64_t clock_ = 0;  // counts allocate() calls; ages cached blocks for gc
+  // expandable_segments: pages of each pool, the bytes mapped in all segments, and their most
+  // since the last empty_cache() (the above_peak recycling policy's threshold).
+  std::size_t small_page_ = 0;
+  std::size_t large_page_ = 0;
+  std::size_t mapped_ = 0;
+  std::size_t mapped_high_water_ = 0;
 
   // By stream. Only allocate() (through pools_for), reserve_segment() and release_segment()
   // reach pools, and only drop_unused_pools() removes them: references to a StreamPools are

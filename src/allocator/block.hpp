@@ -4,6 +4,13 @@
 // gaps, by a doubly linked list of blocks; a block is allocated, pending (freed but waiting for
 // streams recorded with record_stream), or cached in a FreeBins list. Only cached neighbours are
 // merged, and only inside one segment.
+//
+// An expandable segment (expandable_segments:true) is an address range reserved from the
+// backend, with pages of memory mapped into it as it grows. Its blocks tile the whole range;
+// a fourth state, unmapped, covers the parts with no memory behind them. Unmapped blocks start
+// and end on page boundaries (counted from the range's base), are never in the free bins, are
+// merged with unmapped neighbours, and are listed in address order from
+// Segment::unmapped_first through their bin links. Every other block is wholly mapped.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +33,11 @@ struct Segment {
   FreeBins* bins = nullptr;  // where its cached blocks go: its stream's small or large pool
   Segment* prev = nullptr;   // list of all segments, newest first
   Segment* next = nullptr;
+  // Expandable segments only.
+  bool expandable = false;
+  std::size_t page = 0;             // the page its memory is mapped in
+  std::size_t mapped_bytes = 0;     // memory behind it: what it adds to reserved bytes
+  Block* unmapped_first = nullptr;  // its unmapped blocks, lowest address first
 
   void reset() noexcept { *this = Segment{}; }
 };
@@ -45,6 +57,7 @@ struct Block {
   std::uint32_t pending_events = 0;  // stream events to wait for before it can be cached
   bool allocated = false;
   bool cached = false;
+  bool unmapped = false;              // expandable segments: no memory behind it (see above)
   std::vector<StreamId> stream_uses;  // streams other than its own recorded by record_stream
 
   // Back to a fresh block, keeping stream_uses' buffer for the next record_stream().
@@ -56,6 +69,14 @@ struct Block {
   }
 
   [[nodiscard]] bool is_split() const noexcept { return prev != nullptr || next != nullptr; }
+  // Whether it shares its (mapped) segment with other blocks: what the inactive_split statistic
+  // counts. In a fixed segment that is is_split(); unmapped neighbours do not count.
+  [[nodiscard]] bool shares_mapped_range() const noexcept {
+    return (prev != nullptr && !prev->unmapped) || (next != nullptr && !next->unmapped);
+  }
+  [[nodiscard]] bool counts_as_split() const noexcept {
+    return segment->expandable ? shares_mapped_range() : is_split();
+  }
   [[nodiscard]] StreamId stream() const noexcept { return segment->stream; }
   [[nodiscard]] bool small_pool() const noexcept { return segment->small_pool; }
   [[nodiscard]] bool active() const noexcept { return allocated || pending_events > 0; }

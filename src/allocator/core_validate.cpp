@@ -3,9 +3,13 @@
 //   tiling       segments are linked both ways and do not overlap; each is covered, in address
 //                order and without gaps, by its blocks, whose prev/next links agree; blocks are
 //                512-byte aligned with non-zero sizes that are multiples of 512
-//   block-state  a block is allocated, pending (freed, waiting for stream events) or cached,
-//                exactly one; only active blocks carry a requested size, never above the size;
-//                no two cached blocks are neighbours (they would have been merged)
+//   block-state  a block is allocated, pending (freed, waiting for stream events), cached or
+//                (expandable segments only) unmapped, exactly one; only active blocks carry a
+//                requested size, never above the size; no two cached blocks are neighbours, nor
+//                two unmapped ones (they would have been merged)
+//   mapping      expandable segments: unmapped blocks start and end on page boundaries and are
+//                listed in address order, exactly; the mapped bytes are what the blocks say;
+//                each stream's pools point at their expandable segments
 //   free-bins    the free bins hold exactly the cached blocks, each in its segment's pool, and
 //                are consistent in themselves (FreeBins::audit)
 //   stream-pools each stream's pools are filed under its id and count its live segments
@@ -37,9 +41,9 @@ namespace {
 
 std::string describe(const Block* b) {
   if (b == nullptr) return "(no block)";
-  return fmt::format("block {:#x} of {} bytes{}{} in segment {:#x}", b->address, b->size,
+  return fmt::format("block {:#x} of {} bytes{}{}{} in segment {:#x}", b->address, b->size,
                      b->allocated ? ", allocated" : "", b->cached ? ", cached" : "",
-                     b->segment != nullptr ? b->segment->base : 0);
+                     b->unmapped ? ", unmapped" : "", b->segment != nullptr ? b->segment->base : 0);
 }
 
 std::string describe(const Segment* s) {
@@ -71,7 +75,14 @@ void AllocatorCore::validate() const {
     }
     if (!s->bins->prepared()) broken("free-bins", describe(s) + ": its bins were never prepared");
     ++segments_of[s->stream];
-    if (s->size >= config_.max_split_size) ++oversize_segments;
+    if (s->size >= config_.max_split_size && !s->expandable) ++oversize_segments;
+    if (s->expandable && (s->page == 0 || s->size % s->page != 0 ||
+                          (s->small_pool ? pools->second->expandable_small
+                                         : pools->second->expandable_large) != s)) {
+      broken("mapping", describe(s) + ": not its pool's expandable segment, or not in pages");
+    }
+    std::size_t mapped = 0;
+    const Block* listed = s->unmapped_first;  // the unmapped list, walked along the blocks
     std::uintptr_t cursor = s->base;
     std::size_t blocks = 0;
     const Block* before = nullptr;
@@ -95,10 +106,25 @@ void AllocatorCore::validate() const {
       }
       cursor += b->size;
       const bool pending = b->pending_events > 0;
-      if (static_cast<int>(b->allocated) + static_cast<int>(b->cached) +
-              static_cast<int>(pending) !=
+      if (static_cast<int>(b->allocated) + static_cast<int>(b->cached) + static_cast<int>(pending) +
+              static_cast<int>(b->unmapped) !=
           1) {
-        broken("block-state", describe(b) + ": not exactly one of allocated, pending, cached");
+        broken("block-state",
+               describe(b) + ": not exactly one of allocated, pending, cached, unmapped");
+      }
+      if (b->unmapped) {
+        if (!s->expandable || (b->address - s->base) % s->page != 0 || b->size % s->page != 0) {
+          broken("mapping", describe(b) + ": unmapped, but not whole pages of an expandable one");
+        }
+        if (before != nullptr && before->unmapped) {
+          broken("block-state", describe(b) + ": an unmapped neighbour was not merged");
+        }
+        if (b != listed || (b->bin_prev != nullptr && b->bin_prev->bin_next != b)) {
+          broken("mapping", describe(b) + ": not where the unmapped list says");
+        }
+        listed = b->bin_next;
+      } else {
+        mapped += b->size;
       }
       if (b->active() ? b->requested_size > b->size : b->requested_size != 0) {
         broken("block-state", describe(b) + fmt::format(": requested size {}", b->requested_size));
@@ -117,6 +143,11 @@ void AllocatorCore::validate() const {
     }
     if (cursor != s->base + s->size) {
       broken("tiling", fmt::format("{}: its blocks end at {:#x}", describe(s), cursor));
+    }
+    if (listed != nullptr) broken("mapping", describe(s) + ": its unmapped list runs on");
+    if (s->expandable && mapped != s->mapped_bytes) {
+      broken("mapping", fmt::format("{}: {} bytes mapped, it counts {}", describe(s), mapped,
+                                    s->mapped_bytes));
     }
   }
   const Snapshot snap = layout();  // in address order; the walk above ruled out cycles

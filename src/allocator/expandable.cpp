@@ -1,0 +1,480 @@
+// AllocatorCore's expandable segments (expandable_segments:true; docs/design.md).
+//
+// Each stream's pool grows one segment: an address range reserved from the backend, with pages
+// mapped into it as needed. A miss takes the lowest-address run of free space (a cached block
+// and the unmapped space after it, or unmapped space alone) that fits the request, and maps
+// just the pages it lacks, so split pieces merge back and the segment stays compact.
+//
+// Page recycling: the pages a miss needs can come from whole free pages inside cached blocks
+// elsewhere (any stream, same page size), moved by the backend without copying, instead of
+// new memory. The policy (expandable_segments_recycling) says when: never; above_peak (only for
+// the part that would lift the mapped bytes above their high-water mark since the last
+// empty_cache(): memory is reused before it grows, and a steady state moves nothing); always.
+// Cached blocks are never pending on other streams; the backend waits for their own stream
+// before it takes a page away.
+//
+// empty_cache() unmaps every whole free page, also inside partly used segments, and gives back
+// the address range of a segment with nothing mapped.
+//
+// Statistics: reserved bytes are mapped bytes; a segment is a contiguous mapped run (what the
+// snapshot shows); a cached block counts as an inactive split block when it shares its run.
+#include <algorithm>
+#include <vector>
+
+#include "allocator/allocator_core.hpp"
+#include "allocator/size_rules.hpp"
+
+namespace memscope {
+
+using detail::Block;
+using detail::Segment;
+
+namespace {
+
+void* as_pointer(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
+std::int64_t signed_size(std::size_t n) {
+  return static_cast<std::int64_t>(n);
+}
+
+std::size_t round_up(std::size_t n, std::size_t page) {
+  return (n + page - 1) / page * page;
+}
+
+void unlink_unmapped(Segment& s, Block* b) noexcept {
+  if (b->bin_prev != nullptr) {
+    b->bin_prev->bin_next = b->bin_next;
+  } else {
+    s.unmapped_first = b->bin_next;
+  }
+  if (b->bin_next != nullptr) b->bin_next->bin_prev = b->bin_prev;
+  b->bin_prev = nullptr;
+  b->bin_next = nullptr;
+}
+
+// Lists unmapped block `b` in address order, after the nearest unmapped block before it. The
+// walk back is short when blocks are unmapped in address order, as empty_cache() does.
+void link_unmapped(Segment& s, Block* b) noexcept {
+  Block* before = b->prev;
+  while (before != nullptr && !before->unmapped) before = before->prev;
+  Block* after = before != nullptr ? before->bin_next : s.unmapped_first;
+  b->bin_prev = before;
+  b->bin_next = after;
+  if (before != nullptr) {
+    before->bin_next = b;
+  } else {
+    s.unmapped_first = b;
+  }
+  if (after != nullptr) after->bin_prev = b;
+}
+
+// Whole free pages of a cached block, for recycling: [from, to) shrinks from the top as pages
+// are taken (the block keeps its lower part, so its pointer stays valid).
+struct FreePages {
+  Block* block;
+  std::uintptr_t from;
+  std::uintptr_t to;
+};
+
+}  // namespace
+
+std::uintptr_t AllocatorCore::page_up(const Segment& s, std::uintptr_t address) {
+  return s.base + round_up(address - s.base, s.page);
+}
+
+std::uintptr_t AllocatorCore::page_down(const Segment& s, std::uintptr_t address) {
+  return s.base + (address - s.base) / s.page * s.page;
+}
+
+void AllocatorCore::count_split(const Block* b, int sign) noexcept {
+  if (!b->shares_mapped_range()) return;
+  const bool small = b->segment->small_pool;
+  if (sign > 0) {
+    increase(stats_.inactive_split, small, 1);
+    increase(stats_.inactive_split_bytes, small, signed_size(b->size));
+  } else {
+    decrease(stats_.inactive_split, small, 1);
+    decrease(stats_.inactive_split_bytes, small, signed_size(b->size));
+  }
+}
+
+void AllocatorCore::count_mapped(Segment* segment, std::int64_t bytes,
+                                 std::int64_t ranges) noexcept {
+  const bool small = segment->small_pool;
+  if (bytes > 0) increase(stats_.reserved_bytes, small, bytes);
+  if (bytes < 0) decrease(stats_.reserved_bytes, small, -bytes);
+  if (ranges > 0) increase(stats_.segment, small, ranges);
+  if (ranges < 0) decrease(stats_.segment, small, -ranges);
+  segment->mapped_bytes = static_cast<std::size_t>(signed_size(segment->mapped_bytes) + bytes);
+  mapped_ = static_cast<std::size_t>(signed_size(mapped_) + bytes);
+  mapped_high_water_ = std::max(mapped_high_water_, mapped_);
+}
+
+void AllocatorCore::record_mapping(TraceAction action, std::uintptr_t address, std::size_t bytes,
+                                   StreamId stream) noexcept {
+  if (recording_events()) recorder_->record(action, address, bytes, bytes, stream);
+}
+
+Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::size_t at_least) {
+  Segment*& slot = small ? pools.expandable_small : pools.expandable_large;
+  if (slot != nullptr) return slot;
+  const std::size_t page = small ? small_page_ : large_page_;
+  const std::size_t need = round_up(at_least, page);
+  // Room for everything the limit allows, so one stream never needs a second range; smaller
+  // when the address space is short (many streams), down to what this request needs.
+  std::size_t size = round_up(std::min(memory_limit_, std::size_t{1} << 50), page);
+  if (need > size) return nullptr;
+  (small ? pools.small : pools.large).prepare();
+  void* base = nullptr;
+  while (true) {
+    base = backend_.reserve_address_range(size);
+    if (base != nullptr || size / 2 < need) break;
+    size = std::max(need, round_up(size / 2, page));
+  }
+  if (base == nullptr) return nullptr;
+  Segment* segment = segment_recycler_.acquire();  // allocate() prepared one of each
+  Block* block = block_recycler_.acquire();
+  segment->base = reinterpret_cast<std::uintptr_t>(base);
+  segment->size = size;
+  segment->stream = pools.stream;
+  segment->small_pool = small;
+  segment->first = block;
+  segment->bins = small ? &pools.small : &pools.large;
+  segment->expandable = true;
+  segment->page = page;
+  segment->next = segments_;
+  if (segments_ != nullptr) segments_->prev = segment;
+  segments_ = segment;
+  ++pools.segments;
+  block->address = segment->base;
+  block->size = size;
+  block->segment = segment;
+  block->unmapped = true;
+  link_unmapped(*segment, block);
+  slot = segment;
+  return segment;
+}
+
+Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
+  Segment& s = *u->segment;
+  // Cached neighbours are merged with the new pages: take them out of the count first (whether
+  // they count as split depends on their neighbours, which are about to change).
+  Block* left = u->prev != nullptr && u->prev->cached ? u->prev : nullptr;
+  Block* right = bytes == u->size && u->next != nullptr && u->next->cached ? u->next : nullptr;
+  if (left != nullptr) count_split(left, -1);
+  if (right != nullptr) count_split(right, -1);
+  Block* m = u;
+  if (bytes < u->size) {
+    m = block_recycler_.acquire();  // the caller prepared it
+    m->address = u->address;
+    m->size = bytes;
+    m->segment = &s;
+    m->prev = u->prev;
+    m->next = u;
+    if (u->prev != nullptr) {
+      u->prev->next = m;
+    } else {
+      s.first = m;
+    }
+    u->prev = m;
+    u->address += bytes;
+    u->size -= bytes;
+  } else {
+    unlink_unmapped(s, u);
+    u->unmapped = false;
+  }
+  const int runs_joined = static_cast<int>(m->prev != nullptr && !m->prev->unmapped) +
+                          static_cast<int>(m->next != nullptr && !m->next->unmapped);
+  count_mapped(&s, signed_size(bytes), 1 - runs_joined);
+  m->cached_at = clock_;
+  Block* merged = m;
+  if (left != nullptr) {
+    s.bins->remove(left);
+    left->size += m->size;
+    left->next = m->next;
+    if (m->next != nullptr) m->next->prev = left;
+    block_recycler_.recycle(m);
+    merged = left;
+    merged->cached_at = clock_;
+  }
+  if (right != nullptr) {
+    s.bins->remove(right);
+    merged->size += right->size;
+    merged->next = right->next;
+    if (right->next != nullptr) right->next->prev = merged;
+    block_recycler_.recycle(right);
+  }
+  s.bins->insert(merged);
+  count_split(merged, +1);
+  poison(merged->address, merged->size);
+  return merged;
+}
+
+void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_t bytes) noexcept {
+  Segment& s = *c->segment;
+  count_split(c, -1);
+  s.bins->remove(c);
+  const std::uintptr_t end = c->address + c->size;
+  Block* head = nullptr;
+  Block* tail = nullptr;
+  if (address + bytes < end) {
+    tail = block_recycler_.acquire();  // the caller prepared two
+    tail->address = address + bytes;
+    tail->size = end - tail->address;
+    tail->segment = &s;
+    tail->prev = c;
+    tail->next = c->next;
+    if (c->next != nullptr) c->next->prev = tail;
+    c->next = tail;
+    c->size -= tail->size;
+  }
+  Block* mid = c;
+  if (address > c->address) {
+    mid = block_recycler_.acquire();
+    mid->address = address;
+    mid->size = bytes;
+    mid->segment = &s;
+    mid->prev = c;
+    mid->next = c->next;
+    if (c->next != nullptr) c->next->prev = mid;
+    c->next = mid;
+    c->size = address - c->address;
+    head = c;
+  }
+  mid->unmapped = true;
+  mid->requested_size = 0;
+  const int runs_split = static_cast<int>(mid->prev != nullptr && !mid->prev->unmapped) +
+                         static_cast<int>(mid->next != nullptr && !mid->next->unmapped);
+  count_mapped(&s, -signed_size(bytes), runs_split - 1);
+  if (mid->prev != nullptr && mid->prev->unmapped) {
+    Block* p = mid->prev;
+    p->size += mid->size;
+    p->next = mid->next;
+    if (mid->next != nullptr) mid->next->prev = p;
+    block_recycler_.recycle(mid);
+    mid = p;
+  } else {
+    link_unmapped(s, mid);
+  }
+  if (mid->next != nullptr && mid->next->unmapped) {
+    Block* q = mid->next;
+    unlink_unmapped(s, q);
+    mid->size += q->size;
+    mid->next = q->next;
+    if (q->next != nullptr) q->next->prev = mid;
+    block_recycler_.recycle(q);
+  }
+  for (Block* piece : {head, tail}) {
+    if (piece == nullptr) continue;
+    piece->cached_at = clock_;
+    s.bins->insert(piece);
+    count_split(piece, +1);
+  }
+}
+
+std::size_t AllocatorCore::unmap_free_pages(Block* c) {
+  const Segment& s = *c->segment;
+  const std::uintptr_t from = page_up(s, c->address);
+  const std::uintptr_t to = page_down(s, c->address + c->size);
+  if (from >= to) return 0;
+  block_recycler_.prepare(2);
+  backend_.unmap_pages(as_pointer(from), to - from, s.page, s.stream);
+  ++stats_.num_device_free;
+  record_mapping(TraceAction::segment_unmap, from, to - from, s.stream);
+  poison(from, to - from, false);  // a later mapping is judged afresh
+  unmapped_inside(c, from, to - from);
+  return to - from;
+}
+
+std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes, std::uintptr_t keep_from,
+                                        std::uintptr_t keep_to, Block*& merged) {
+  const std::size_t page = u->segment->page;
+  std::vector<FreePages> sources;
+  for (const auto& entry : pools_) {
+    for (const detail::FreeBins* bins : {&entry.second->small, &entry.second->large}) {
+      bins->for_each(page, [&](Block* c) {
+        const Segment& cs = *c->segment;
+        if (!cs.expandable || cs.page != page) return;
+        // Not the run being grown, nor a block touching it (it would merge with the run).
+        if (&cs == u->segment && c->address <= keep_to && c->address + c->size >= keep_from) {
+          return;
+        }
+        const std::uintptr_t from = page_up(cs, c->address);
+        const std::uintptr_t to = page_down(cs, c->address + c->size);
+        if (from < to) sources.push_back({c, from, to});
+      });
+    }
+  }
+  // Highest addresses first: memory gathers at the low ends of the segments.
+  std::sort(sources.begin(), sources.end(),
+            [](const FreePages& a, const FreePages& b) { return a.from > b.from; });
+  std::size_t moved = 0;
+  for (FreePages& src : sources) {
+    while (moved < bytes && src.to > src.from && u != nullptr && u->unmapped) {
+      const std::size_t chunk = std::min({src.to - src.from, bytes - moved, u->size});
+      const std::uintptr_t from = src.to - chunk;
+      const std::uintptr_t to = u->address;
+      const StreamId stream = src.block->segment->stream;
+      block_recycler_.prepare(3);
+      if (!backend_.move_pages(as_pointer(from), as_pointer(to), chunk, page, stream)) {
+        backend_.unmap_pages(as_pointer(from), chunk, page, stream);
+        ++stats_.num_device_free;
+        record_mapping(TraceAction::segment_unmap, from, chunk, stream);
+        unmapped_inside(src.block, from, chunk);
+        if (!backend_.map_pages(as_pointer(to), chunk, page)) return moved;
+        ++stats_.num_device_alloc;
+        record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
+      } else {
+        ++stats_.num_device_free;
+        ++stats_.num_device_alloc;
+        record_mapping(TraceAction::segment_unmap, from, chunk, stream);
+        record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
+        unmapped_inside(src.block, from, chunk);
+      }
+      poison(from, chunk, false);
+      src.to = from;
+      moved += chunk;
+      Block* const rest = chunk < u->size ? u : nullptr;
+      merged = map_front(u, chunk);
+      u = rest;
+    }
+    if (moved == bytes || u == nullptr) break;
+  }
+  return moved;
+}
+
+Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) {
+  Segment* s = expandable_segment(pools, small, rounded);
+  if (s == nullptr) return nullptr;
+  const std::size_t page = s->page;
+  // The lowest run of cached and unmapped blocks that fits: an unmapped block, with the cached
+  // block before it when there is one.
+  Block* start = nullptr;
+  Block* last = nullptr;
+  for (Block* u = s->unmapped_first; u != nullptr && start == nullptr; u = u->bin_next) {
+    Block* c = u->prev != nullptr && u->prev->cached && u->prev->size < rounded ? u->prev : u;
+    std::size_t bytes = 0;
+    for (Block* b = c; b != nullptr && bytes < rounded && (b->cached || b->unmapped); b = b->next) {
+      bytes += b->size;
+      last = b;
+    }
+    if (bytes >= rounded) start = c;
+  }
+  if (start == nullptr) return nullptr;  // the address range is full
+  // What the run lacks: whole pages at the front of its unmapped blocks.
+  struct Piece {
+    Block* unmapped;
+    std::size_t bytes;
+  };
+  std::vector<Piece> plan;  // stays valid: mapping one piece merges only cached blocks
+  std::size_t to_map = 0;
+  std::size_t remaining = rounded;
+  for (Block* b = start; remaining > 0; b = b->next) {
+    const std::size_t take = b->cached ? b->size : std::min(b->size, round_up(remaining, page));
+    if (!b->cached) {
+      plan.push_back({b, take});
+      to_map += take;
+    }
+    remaining -= std::min(remaining, take);
+  }
+  std::size_t recycle = 0;
+  switch (config_.page_recycling) {
+    case AllocatorConfig::PageRecycling::never:
+      break;
+    case AllocatorConfig::PageRecycling::above_peak:
+      if (mapped_ + to_map > mapped_high_water_) {
+        recycle = std::min(to_map, mapped_ + to_map - mapped_high_water_);
+      }
+      break;
+    case AllocatorConfig::PageRecycling::always:
+      recycle = to_map;
+      break;
+  }
+  if (config_.page_recycling != AllocatorConfig::PageRecycling::never &&
+      mapped_ + to_map > memory_limit_) {
+    recycle = std::max(recycle, std::min(to_map, mapped_ + to_map - memory_limit_));
+  }
+  recycle = std::min(to_map, round_up(recycle, page));
+  const std::uintptr_t keep_from = start->address;
+  const std::uintptr_t keep_to = last->address + last->size;
+
+  // Every piece merges with the cached space before it, so the last merge holds the whole run.
+  Block* merged = nullptr;
+  for (const Piece& piece : plan) {
+    Block* u = piece.unmapped;
+    std::size_t want = piece.bytes;
+    if (recycle > 0) {
+      const std::size_t asked = std::min(recycle, want);
+      const std::size_t moved = recycle_into(u, asked, keep_from, keep_to, merged);
+      recycle = moved < asked ? 0 : recycle - moved;  // fewer than asked: no free pages left
+      want -= moved;
+    }
+    if (want == 0) continue;
+    if (mapped_ + want > memory_limit_) return nullptr;
+    block_recycler_.prepare(1);
+    if (!backend_.map_pages(as_pointer(u->address), want, page)) return nullptr;
+    ++stats_.num_device_alloc;
+    record_mapping(TraceAction::segment_map, u->address, want, s->stream);
+    merged = map_front(u, want);
+  }
+  if (merged == nullptr || merged->address > keep_from || merged->size < rounded) {
+    return nullptr;  // not reached: the plan covered the request
+  }
+  s->bins->remove(merged);
+  return merged;
+}
+
+Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::size_t rounded) {
+  Block* block = grow(pools, small, rounded);
+  if (block == nullptr) {
+    // Last resort, as with fixed segments: wait for every stream, unmap every free page, retry.
+    release_all_cached();
+    ++stats_.num_alloc_retries;
+    block = grow(pools, small, rounded);
+  }
+  return block;
+}
+
+std::size_t AllocatorCore::release_expandable_cached() {
+  std::size_t released = 0;
+  std::vector<Block*> cached;
+  for (Segment* s = segments_; s != nullptr;) {
+    Segment* const next = s->next;
+    if (s->expandable) {
+      cached.clear();
+      // Unmapping one cached block never merges or frees another, so these stay valid.
+      for (Block* b = s->first; b != nullptr; b = b->next) {
+        if (b->cached) cached.push_back(b);
+      }
+      for (Block* b : cached) released += unmap_free_pages(b);
+      if (s->mapped_bytes == 0) release_expandable_segment(s);
+    }
+    s = next;
+  }
+  return released;
+}
+
+void AllocatorCore::release_expandable_segment(Segment* segment) noexcept {
+  // Nothing mapped: one unmapped block covers the range.
+  poison(segment->base, segment->size, false);
+  backend_.release_address_range(as_pointer(segment->base), segment->size);
+  if (segment->prev != nullptr) segment->prev->next = segment->next;
+  if (segment->next != nullptr) segment->next->prev = segment->prev;
+  if (segments_ == segment) segments_ = segment->next;
+  if (const auto pools = pools_.find(segment->stream); pools != pools_.end()) {
+    StreamPools& p = *pools->second;
+    --p.segments;
+    if (p.expandable_small == segment) p.expandable_small = nullptr;
+    if (p.expandable_large == segment) p.expandable_large = nullptr;
+  }
+  for (Block* b = segment->first; b != nullptr;) {
+    Block* const next = b->next;
+    block_recycler_.recycle(b);
+    b = next;
+  }
+  segment_recycler_.recycle(segment);
+}
+
+}  // namespace memscope

@@ -13,9 +13,11 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "allocator_invariants.hpp"
+#include "expandable_checks.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/simulated_backend.hpp"
 #include "memscope/units.hpp"
@@ -90,6 +92,8 @@ class RandomSequence {
   }
 
   [[nodiscard]] const CachingAllocator& allocator() const { return allocator_; }
+  // Pending blocks check_expandable() looked at (summed over steps).
+  [[nodiscard]] long pending_checks() const { return pending_checks_; }
 
  private:
   std::size_t random_size() {
@@ -189,8 +193,27 @@ class RandomSequence {
     if (!peaks_monotone(previous_, now)) return false;
     EXPECT_EQ(device_->reserved_bytes(), static_cast<std::size_t>(now.reserved_bytes[0].current));
     EXPECT_EQ(now.allocation[0].current, static_cast<std::int64_t>(live_.size()));
+    if (allocator_.config().expandable_segments) check_expandable();
     previous_ = now;
     return valid && !::testing::Test::HasFailure();
+  }
+
+  // With expandable segments, also: the snapshot's totals equal the statistics, every segment is
+  // one mapped range its blocks tile, and a block freed while a held stream still works on it
+  // stays mapped, pending and where it was (recycling must not move or unmap its pages).
+  void check_expandable() {
+    EXPECT_TRUE(testing::expandable_consistent(allocator_)) << "step " << step_;
+    const Snapshot snap = allocator_.snapshot();
+    for (const PendingRange& r : pending_) {
+      const BlockInfo* b = testing::block_at(snap, r.begin);
+      EXPECT_TRUE(b != nullptr && b->state == BlockState::active_pending_free &&
+                  b->size == r.end - r.begin)
+          << "step " << step_ << ": the block at " << r.begin
+          << " freed while a held stream used it is no longer a pending block of its own";
+      EXPECT_TRUE(testing::mapped(snap, r.begin, r.end - r.begin))
+          << "step " << step_ << ": pages of a pending block were unmapped or moved";
+      ++pending_checks_;
+    }
   }
 
   std::mt19937_64 rng_;
@@ -202,6 +225,7 @@ class RandomSequence {
   MemoryStats previous_;
   int step_ = 0;
   int steps_ = 0;
+  long pending_checks_ = 0;
 };
 
 TEST(RandomSequence, HundredThousandStepsDefaultConfig) {
@@ -227,6 +251,45 @@ TEST(RandomSequence, TwentyThousandStepsWithSplitLimitRoundingAndGc) {
   EXPECT_GT(s.oversize_allocations.allocated, 100);
   EXPECT_GT(s.num_ooms, 0);  // a 4 GiB limit with up to 96 blocks of up to 1 GiB
 }
+
+// Expandable segments under each page-recycling policy: the same sequence, and after every step
+// the checks of check_expandable() on top of the usual ones.
+class RandomSequenceExpandable : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RandomSequenceExpandable, TwentyThousandStepsKeepSnapshotStatisticsAndPendingBlocksRight) {
+  const AllocatorConfig config = AllocatorConfig::parse(
+      std::string("expandable_segments:true,expandable_segments_recycling:") + GetParam());
+  RandomSequence sequence(20261203, config);
+  ASSERT_TRUE(sequence.run(20'000));
+  const MemoryStats s = sequence.allocator().stats();
+  EXPECT_GT(s.num_device_alloc, 100);  // map calls
+  EXPECT_GT(s.num_device_free, 100);   // unmap calls
+  EXPECT_GT(s.inactive_split[0].allocated, 1000);
+  EXPECT_GT(s.allocation[1].allocated, 1000);  // small pool
+  EXPECT_GT(s.allocation[2].allocated, 1000);  // large pool
+  EXPECT_GT(sequence.pending_checks(), 1000);  // blocks waiting on held streams were watched
+}
+
+TEST_P(RandomSequenceExpandable, TwentyThousandStepsWithSplitLimitAndATightMemoryLimit) {
+  // A 4 GiB limit with up to 96 blocks of up to 1 GiB: the out-of-memory path (unmap every
+  // free page, retry) runs often, and max_split_size keeps oversize blocks whole.
+  const AllocatorConfig config = AllocatorConfig::parse(
+      std::string("max_split_size:64MiB,memory_limit:4GiB,expandable_segments:true,"
+                  "expandable_segments_recycling:") +
+      GetParam());
+  RandomSequence sequence(11, config);
+  ASSERT_TRUE(sequence.run(20'000));
+  const MemoryStats s = sequence.allocator().stats();
+  EXPECT_GT(s.num_ooms, 0);
+  EXPECT_GT(s.num_alloc_retries, 0);
+  EXPECT_GT(s.oversize_allocations.allocated, 100);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recycling, RandomSequenceExpandable,
+                         ::testing::Values("never", "above_peak", "always"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           return std::string(info.param);
+                         });
 
 }  // namespace
 }  // namespace memscope

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <system_error>
 
+#include "backends/host_pages.hpp"
 #include "backends/page_args.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/host_backend.hpp"
@@ -65,6 +66,29 @@ int move_one(void* from, void* to, std::size_t bytes, bool& moved) noexcept {
 
 }  // namespace
 
+namespace detail {
+
+int host_move_in_pieces(void* from, void* to, std::size_t bytes, std::size_t piece,
+                        bool& any_moved) noexcept {
+  any_moved = false;
+  int err = 0;
+  bool moved = false;
+  for (std::size_t done = 0; done < bytes && err == 0; done += piece) {
+    err = move_one(at(from, done), at(to, done), piece, moved);
+    any_moved = any_moved || moved;
+    if (err != EFAULT || moved) continue;
+    // The piece spans mappings too: an OS page lies in one.
+    err = 0;
+    for (std::size_t small = 0; small < piece && err == 0; small += os_page()) {
+      err = move_one(at(from, done + small), at(to, done + small), os_page(), moved);
+      any_moved = any_moved || moved;
+    }
+  }
+  return err;
+}
+
+}  // namespace detail
+
 std::size_t HostBackend::page_granularity() const noexcept {
   return os_page();
 }
@@ -110,7 +134,10 @@ bool HostBackend::map_pages(void* address, std::size_t bytes, std::size_t page) 
 void HostBackend::unmap_pages(void* address, std::size_t bytes, std::size_t /*page*/,
                               StreamId /*stream*/) noexcept {
   // Work on host streams is complete already. The replacement frees the pages (RSS falls).
-  if (address != nullptr && bytes != 0) (void)put_reservation(address, bytes);
+  if (address == nullptr || bytes == 0 || put_reservation(address, bytes) == 0) return;
+  // It fails only when splitting the mapping would pass vm.max_map_count: free the memory at
+  // least (MADV_DONTNEED splits nothing); the pages stay mapped, reading zeros.
+  (void)::madvise(address, bytes, MADV_DONTNEED);
 }
 
 bool HostBackend::move_pages(void* from, void* to, std::size_t bytes, std::size_t page,
@@ -133,27 +160,15 @@ bool HostBackend::move_pages(void* from, void* to, std::size_t bytes, std::size_
     if (err == EINVAL || err == ENOMEM) return false;
     if (err != EFAULT) fail("move_pages", from, bytes, page, "mremap", err);
     // EFAULT: the range spans several mappings (pages mapped or moved in separate calls, which
-    // the kernel could not merge), and mremap takes its source from one. Move page by page,
-    // and a page OS page by OS page if it spans mappings too: an OS page is in one mapping.
-    bool any_moved = false;
-    err = 0;
-    for (std::size_t done = 0; done < bytes && err == 0; done += page) {
-      err = move_one(at(from, done), at(to, done), page, moved);
-      if (err == EFAULT && !moved) {
-        err = 0;
-        for (std::size_t small = 0; small < page && err == 0; small += os_page()) {
-          err = move_one(at(from, done + small), at(to, done + small), os_page(), moved);
-          any_moved = any_moved || moved;
-        }
-      }
-      any_moved = any_moved || moved;
-    }
+    // the kernel could not merge), and mremap before Linux 6.17 takes its source from one.
+    err = detail::host_move_in_pieces(from, to, bytes, page, moved);
     if (err == 0) return true;
-    if (!any_moved && (err == EINVAL || err == ENOMEM)) return false;
+    if (!moved && (err == EINVAL || err == ENOMEM)) return false;
   }
-  // A failure after some pages moved (or a failed replacement) leaves both ranges in part
-  // mapped: report it rather than guess; the allocator treats it as a backend failure.
-  fail("move_pages", from, bytes, page, moved ? "mmap (PROT_NONE over the source)" : "mremap", err);
+  // A call failed after part of the range had moved (or the PROT_NONE replacement of the
+  // source failed): both ranges are in part mapped. Report it rather than guess.
+  fail("move_pages", from, bytes, page,
+       moved ? "mremap/mmap after part of the range moved" : "mremap", err);
 }
 
 }  // namespace memscope

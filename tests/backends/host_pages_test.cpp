@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/host_pages.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/host_backend.hpp"
 #include "memscope/units.hpp"
@@ -248,6 +249,36 @@ TEST(HostPages, RandomMapUnmapMoveAgreesWithTheKernel) {
   host.release_address_range(r, kSlots * page);
   EXPECT_NEAR(static_cast<double>(vm_rss() - rss_before), 0.0,
               static_cast<double>(rss_tolerance()));
+}
+
+// The path kernels before 6.17 take (mremap refuses a source made of several mappings): moving
+// in pieces, and OS page by OS page inside a piece that spans mappings, keeps every byte.
+TEST(HostPages, MovingInPiecesKeepsEveryByte) {
+  HostBackend host;
+  const std::size_t page = 2 * MiB;
+  void* r = host.reserve_address_range(16 * page);
+  ASSERT_NE(r, nullptr);
+  // Three mappings: [0, 1) and [2, 4) mapped in place, [1, 2) moved in from [4, 5).
+  ASSERT_TRUE(host.map_pages(r, page, page));
+  ASSERT_TRUE(host.map_pages(at(r, 4 * page), page, page));
+  ASSERT_TRUE(host.move_pages(at(r, 4 * page), at(r, page), page, page, kDefaultStream));
+  ASSERT_TRUE(host.map_pages(at(r, 2 * page), 2 * page, page));
+  for (std::size_t i = 0; i < 4; ++i) {
+    std::memset(at(r, i * page), static_cast<int>(0x41 + i), page);
+  }
+  const std::int64_t before = vm_rss();
+  bool moved = false;
+  // Pieces of two pages: the first spans two mappings, which kernels before 6.17 refuse, so
+  // it moves OS page by OS page there; the second is one mapping.
+  ASSERT_EQ(detail::host_move_in_pieces(r, at(r, 8 * page), 4 * page, 2 * page, moved), 0);
+  EXPECT_TRUE(moved);
+  EXPECT_NEAR(static_cast<double>(vm_rss() - before), 0.0, static_cast<double>(rss_tolerance()));
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_TRUE(all_equal(at(r, (8 + i) * page), page, static_cast<unsigned char>(0x41 + i))) << i;
+    EXPECT_EQ(perms_at(at(r, i * page)), "---p") << i;
+  }
+  host.unmap_pages(at(r, 8 * page), 4 * page, page, kDefaultStream);
+  host.release_address_range(r, 16 * page);
 }
 
 }  // namespace

@@ -104,6 +104,11 @@ void probe_page_mapping(CudaBackend::State& state) {
       return;
     }
   }
+  detail::ScopedContext scope(driver, state.context, std::nothrow);
+  if (!scope.ok()) {
+    state.page_mapping_note = "the device's primary context could not be made current";
+    return;
+  }
   const cu::CUmemAllocationProp prop = device_memory(state.device);
   std::size_t granularity = 0;
   const cu::CUresult result = driver.cuMemGetAllocationGranularity(
@@ -252,6 +257,10 @@ bool CudaBackend::move_pages(void* from, void* to, std::size_t bytes, std::size_
   const std::uintptr_t target = to_device(to);
   const CudaDriver& driver = *state_->driver;
   detail::ScopedContext scope(driver, state_->context);
+  // Kernels queued on the stream may still use the pages where they are. (Waited for before
+  // taking the lock, so other threads' page calls do not wait for this stream too.)
+  check_cuda(driver, driver.cuStreamSynchronize(to_stream(stream)),
+             label + ": cuStreamSynchronize before move_pages");
   const std::lock_guard lock(state_->pages_mutex);
   // The source must be whole pages, all mapped; the destination free.
   std::vector<std::map<std::uintptr_t, State::MappedPage>::iterator> moving;
@@ -273,9 +282,6 @@ bool CudaBackend::move_pages(void* from, void* to, std::size_t bytes, std::size_
         "{} to {:#x}: {} (a caller's bug)",
         detail::describe_page_call(label, "move_pages", from, bytes, page), target, problem));
   }
-  // Kernels queued on the stream may still use the pages where they are.
-  check_cuda(driver, driver.cuStreamSynchronize(to_stream(stream)),
-             label + ": cuStreamSynchronize before move_pages");
   for (const auto& it : moving) {
     const std::uintptr_t at = target + (it->first - source);
     const State::MappedPage mapped = it->second;

@@ -128,40 +128,78 @@ Row expandable_model_row(const ReplayPlan& plan, int repeat) {
           fmt::format("{:.0f} (model)", ns)};
 }
 
-// Which of PyTorch's expandable rules the figure depends on: each switched off alone.
+// Which of PyTorch's expandable rules the figure depends on: each switched off alone, and what
+// memscope's expandable segments do differently (its series against the model's, op by op).
 void print_expandable_analysis(const ReplayPlan& plan) {
   using memscope::bench::ExpandableRules;
+  using memscope::bench::TieBreak;
   struct Variant {
-    const char* what;
+    std::string what;
     ExpandableRules rules;
   };
-  ExpandableRules no_tail;
-  no_tail.tail_ranks_by_growth = false;
-  ExpandableRules default_split;
-  default_split.split_any_remainder = false;
-  const auto pages = [](std::size_t mib) {
+  const auto with = [](std::size_t page_mib, bool tail_by_growth, bool split_any, TieBreak tie) {
     ExpandableRules rules;
-    rules.large_page = mib * memscope::MiB;
+    rules.large_page = page_mib * memscope::MiB;
+    rules.tail_ranks_by_growth = tail_by_growth;
+    rules.split_any_remainder = split_any;
+    rules.tie = tie;
     return rules;
   };
+  constexpr TieBreak lowest = TieBreak::lowest_address;
+  constexpr TieBreak recent = TieBreak::most_recent;
+  // At PyTorch's pages, one rule changed at a time.
   const std::vector<Variant> variants = {
       {"as PyTorch (large pool pages of 20 MiB)", ExpandableRules{}},
-      {"the block before the tail ranked by its own size", no_tail},
-      {"large remainders of 1 MiB or less not split (default rules)", default_split},
-      {"large pool pages of 2 MiB", pages(2)},
-      {"large pool pages of 16 MiB", pages(16)},
-      {"large pool pages of 32 MiB", pages(32)}};
-  fmt::print("\nPyTorch expandable_segments model, one rule changed at a time:\n");
-  for (const Variant& v : variants) {
-    const auto r = memscope::bench::replay_torch_expandable(plan, v.rules);
-    fmt::print(
-        "  {:<62} peak reserved {} B ({:.4f}); map_block calls {} ({} per 1k events); pages "
-        "mapped {} ({} per 1k); cache hits {}\n",
-        v.what, group_digits(r.peak_reserved),
-        static_cast<double>(r.peak_reserved) / static_cast<double>(plan.peak_live), r.map_calls,
-        per_1k(r.map_calls, plan.ops.size()), r.pages_mapped,
-        per_1k(r.pages_mapped, plan.ops.size()), r.cache_hits);
+      {"the block before the tail ranked by its own size", with(20, false, true, lowest)},
+      {"large remainders of 1 MiB or less not split (default rules)",
+       with(20, true, false, lowest)},
+      {"ties to the most recently freed", with(20, true, true, recent)},
+      {"large pool pages of 2 MiB", with(2, true, true, lowest)},
+      {"large pool pages of 16 MiB", with(16, true, true, lowest)},
+      {"large pool pages of 32 MiB", with(32, true, true, lowest)}};
+  // At memscope's 2 MiB pages, PyTorch's rules turned one by one into memscope's.
+  const std::vector<Variant> toward_memscope = {
+      {"2 MiB pages", with(2, true, true, lowest)},
+      {"2 MiB pages, ties to the most recent", with(2, true, true, recent)},
+      {"2 MiB pages, the tail block by its own size", with(2, false, true, lowest)},
+      {"2 MiB pages, default split", with(2, true, false, lowest)},
+      {"2 MiB pages, tail by own size, most recent", with(2, false, true, recent)},
+      {"2 MiB pages, tail by own size, most recent, default split", with(2, false, false, recent)}};
+  memscope::ReplayOptions options;
+  options.config = memscope::AllocatorConfig::parse(
+      "expandable_segments:true,expandable_segments_page_size:2MiB,"
+      "expandable_segments_recycling:never");
+  options.record_series = true;
+  std::vector<std::size_t> ours;
+  try {
+    for (const auto& sample : memscope::replay(plan, options).series) {
+      ours.push_back(static_cast<std::size_t>(sample.reserved_bytes));
+    }
+  } catch (const memscope::Error&) {
+    ours.clear();  // this build cannot replay expandable segments: no comparison
   }
+  const auto print = [&](const Variant& v, bool compare) {
+    const auto r = memscope::bench::replay_torch_expandable(plan, v.rules);
+    std::string same;
+    if (compare && !ours.empty()) {
+      const auto diff = std::mismatch(r.reserved_series.begin(), r.reserved_series.end(),
+                                      ours.begin(), ours.end());
+      same = diff.first == r.reserved_series.end() && diff.second == ours.end()
+                 ? "; identical to memscope's after every op"
+                 : fmt::format("; differs from memscope's after op {}",
+                               diff.first - r.reserved_series.begin());
+    }
+    fmt::print("  {:<60} {:.4f}; map_block {} ({} per 1k events); pages {} ({} per 1k){}\n", v.what,
+               static_cast<double>(r.peak_reserved) / static_cast<double>(plan.peak_live),
+               r.map_calls, per_1k(r.map_calls, plan.ops.size()), r.pages_mapped,
+               per_1k(r.pages_mapped, plan.ops.size()), same);
+  };
+  fmt::print("\nPyTorch expandable_segments model (reserved / peak live), one rule changed:\n");
+  for (const Variant& v : variants) print(v, false);
+  fmt::print(
+      "\nthe model at 2 MiB pages with memscope's rules, against memscope expandable_segments:true "
+      "with 2 MiB pages and recycling never (reserved bytes op by op):\n");
+  for (const Variant& v : toward_memscope) print(v, true);
 }
 
 // The tie rule's effect beyond the peak: reserved bytes after every op, compared step by step.

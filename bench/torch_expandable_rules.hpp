@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <deque>
 #include <iterator>
+#include <limits>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,7 @@
 
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
+#include "torch_rules.hpp"  // TieBreak
 
 namespace memscope::bench {
 
@@ -47,6 +49,7 @@ struct ExpandableRules {
   std::size_t large_page = 20 * MiB;
   bool tail_ranks_by_growth = true;  // step 1's exception for the block before the unmapped tail
   bool split_any_remainder = true;   // step 3; false: the default rules' split condition
+  TieBreak tie = TieBreak::lowest_address;  // step 1 among equal sizes (memscope: most_recent)
 };
 
 struct TorchExpandableResult {
@@ -129,6 +132,7 @@ class TorchExpandableReplayer {
     std::uint64_t address = 0;
     std::size_t size = 0;
     std::size_t requested = 0;
+    std::uint64_t tie = 0;  // its rank among equal sizes, while free
     Segment* segment = nullptr;
     bool free = false;
     Block* prev = nullptr;  // neighbours in the segment's mapped part
@@ -141,7 +145,7 @@ class TorchExpandableReplayer {
     std::uint64_t mapped_end = 0;  // the first unmapped byte
     Block* last = nullptr;         // the block that ends at mapped_end, if any
   };
-  using Key = std::tuple<StreamId, std::size_t, std::uint64_t>;  // stream, size, address
+  using Key = std::tuple<StreamId, std::size_t, std::uint64_t>;  // stream, size, tie
   using Pool = std::map<Key, Block*>;
 
   static constexpr std::size_t kMinBlock = 512;
@@ -150,7 +154,7 @@ class TorchExpandableReplayer {
   static constexpr std::uint64_t kRangeBytes = std::uint64_t{1} << 40;
 
   static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-  static Key key(const Block* b) { return {b->segment->stream, b->size, b->address}; }
+  static Key key(const Block* b) { return {b->segment->stream, b->size, b->tie}; }
   Pool& pool(bool small) { return small ? small_ : large_; }
   [[nodiscard]] const Pool& pool_of(bool small) const { return small ? small_ : large_; }
   [[noreturn]] static void fail(const char* what) {
@@ -159,6 +163,8 @@ class TorchExpandableReplayer {
 
   void insert_free(Block* b) {
     b->free = true;
+    // Lowest address first, or the most recently freed first (a falling counter).
+    b->tie = rules_.tie == TieBreak::lowest_address ? b->address : --recency_;
     pool(b->segment->small).emplace(key(b), b);
   }
   void erase_free(Block* b) { pool(b->segment->small).erase(key(b)); }
@@ -282,6 +288,7 @@ class TorchExpandableReplayer {
   std::deque<Segment> segment_storage_;
   std::deque<Block> storage_;  // stable addresses; merged-away blocks are simply not referenced
   std::uint64_t next_range_ = std::uint64_t{1} << 44;
+  std::uint64_t recency_ = std::numeric_limits<std::uint64_t>::max();
   std::size_t reserved_ = 0;
   std::size_t allocated_ = 0;
   std::size_t requested_ = 0;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "memscope/simulated_backend.hpp"
@@ -163,6 +164,13 @@ TEST(TorchExpandableRules, LowestAddressAmongEqualSizesAndAnyRemainderSplit) {
   for (const ReplayOp& op : plan.ops) unsplit.step(op);
   EXPECT_EQ(model.allocated_bytes(), 19 * MiB + 512 * KiB);
   EXPECT_EQ(unsplit.allocated_bytes(), 20 * MiB);
+  // memscope's tie rule instead: the block freed last (offset 8 MiB) serves the 4 MiB request.
+  bench::ExpandableRules recent;
+  recent.tie = bench::TieBreak::most_recent;
+  const auto lifo = bench::replay_torch_expandable(plan, recent);
+  ASSERT_EQ(lifo.offsets.size(), 7U);
+  EXPECT_EQ(lifo.offsets[5], 8 * MiB);
+  EXPECT_EQ(lifo.offsets[6], 0U);
 }
 
 TEST(TorchExpandableRules, OneSegmentPerStreamAndPool) {
@@ -205,6 +213,44 @@ TEST(TorchExpandableRules, RandomSequenceKeepsItsBookkeeping) {
   EXPECT_GE(r.peak_reserved, r.peak_allocated);
   EXPECT_EQ(r.cache_hits + r.map_calls, allocs);
   EXPECT_EQ(r.segments, 4U);  // two streams, two pools
+}
+
+// memscope's replay() on its own simulated device (the one that notes the peak's op) maps pages
+// for expandable segments, counting them as reserved, as a replay through an allocator on a plain
+// simulated device does. Random plan, fixed seed.
+TEST(ReplayExpandable, TheReplaysDeviceMapsPagesAndFindsThePeak) {
+  std::mt19937_64 rng(7);
+  ReplayPlan plan;
+  std::vector<std::uint64_t> live;
+  for (std::uint64_t id = 1; id < 600; ++id) {
+    if (!live.empty() && rng() % 100 < 45) {
+      const std::size_t at = rng() % live.size();
+      plan.ops.push_back(release(live[at]));
+      live[at] = live.back();
+      live.pop_back();
+    } else {
+      const double exponent = std::uniform_real_distribution<double>(0.0, 25.0)(rng);
+      plan.ops.push_back(alloc(id, static_cast<std::size_t>(std::exp2(exponent))));
+      live.push_back(id);
+    }
+  }
+  for (const char* recycling : {"never", "always"}) {
+    ReplayOptions options;
+    options.capacity = 8 * GiB;
+    options.config = AllocatorConfig::parse(
+        std::string("expandable_segments:true,expandable_segments_recycling:") + recycling);
+    const ReplayResult ours = replay(plan, options);
+    CachingAllocator plain(std::make_shared<SimulatedBackend>(8 * GiB), options.config);
+    const ReplayResult reference = replay(plan, plain, true);
+    EXPECT_EQ(ours.peak_reserved, reference.peak_reserved) << recycling;
+    EXPECT_EQ(ours.num_device_alloc, reference.num_device_alloc) << recycling;
+    EXPECT_EQ(ours.num_device_free, reference.num_device_free) << recycling;
+    EXPECT_GT(ours.num_device_alloc, 0) << recycling;
+    EXPECT_EQ(ours.peak_reserved % static_cast<std::int64_t>(2 * MiB), 0) << recycling;
+    // The peak's op, noted by the device without a series, is the one the series shows.
+    ASSERT_TRUE(ours.peak.happened()) << recycling;
+    EXPECT_EQ(ours.peak.op, reference.peak.op) << recycling;
+  }
 }
 
 TEST(TorchExpandableRules, RealTraceGivesTheIssuesAnchor) {

@@ -57,6 +57,9 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
       // (applied, it made PyTorch grow to 14 GiB reserved for 300 MiB live, issue #123548).
       split_limit_(config.expandable_segments ? AllocatorConfig::kUnlimited
                                               : config.max_split_size),
+      // A split remainder no longer strands memory in a segment (its pages can be unmapped),
+      // so, as PyTorch does with expandable segments, every remainder of 512 bytes is split off.
+      split_every_remainder_(config.expandable_segments),
       poison_(kAsan && config.poison_freed && backend.memory_kind() == MemoryKind::host),
       memory_limit_(config.memory_limit(backend.capacity())),
       rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
@@ -231,13 +234,35 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
   return block;
 }
 
-Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) const noexcept {
+Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
   Block* block = bins.best_fit(rounded);
   if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
     return nullptr;
   }
+  if (block->segment->expandable && block->next != nullptr && block->next->unmapped) [[unlikely]] {
+    block = best_fit_sparing_tails(bins, block, rounded);
+  }
   bins.remove(block);
   return block;
+}
+
+// PyTorch's rule for expandable segments, which keeps them compact: a free block followed by
+// unmapped space ranks by the size it could grow to, so any other block that fits comes first
+// and the tail is cut into only when nothing else fits.
+Block* AllocatorCore::best_fit_sparing_tails(FreeBins& bins, Block* tail,
+                                             std::size_t rounded) noexcept {
+  const auto is_tail = [](const Block* b) { return b->next != nullptr && b->next->unmapped; };
+  std::array<Block*, 8> tails{};
+  std::size_t n = 0;
+  Block* found = tail;
+  while (found != nullptr && is_tail(found) && n < tails.size()) {
+    tails[n++] = found;
+    bins.remove(found);
+    found = bins.best_fit(rounded);
+    if (found != nullptr && !detail::may_serve(found->size, rounded, split_limit_)) found = nullptr;
+  }
+  for (std::size_t i = n; i-- > 0;) bins.insert(tails[i]);
+  return found != nullptr && !is_tail(found) ? found : tails[0];
 }
 
 Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool small) {
@@ -281,7 +306,7 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
     decrease(stats_.inactive_split, small, 1);
     decrease(stats_.inactive_split_bytes, small, signed_size(block->size));
   }
-  if (detail::should_split(block->size, rounded, small, split_limit_)) {
+  if (detail::should_split(block->size, rounded, small || split_every_remainder_, split_limit_)) {
     Block* rest = block_recycler_.acquire();
     rest->address = block->address + rounded;
     rest->size = block->size - rounded;

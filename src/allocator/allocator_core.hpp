@@ -93,8 +93,9 @@ class AllocatorCore {
   // Drops the pools of every stream without segments, except `keep` (a caller may hold it).
   void drop_unused_pools(const StreamPools* keep) noexcept;
   [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
-  [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
-                                           std::size_t rounded) const noexcept;
+  [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins, std::size_t rounded) noexcept;
+  [[nodiscard]] detail::Block* best_fit_sparing_tails(detail::FreeBins& bins, detail::Block* tail,
+                                                      std::size_t rounded) noexcept;
   [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamPools& pools, bool small);
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
@@ -172,7 +173,8 @@ class AllocatorCore {
 
   Backend& backend_;
   AllocatorConfig config_;
-  std::size_t split_limit_;  // blocks this big are never split: max_split_size (see ctor)
+  std::size_t split_limit_;     // blocks this big are never split: max_split_size (see ctor)
+  bool split_every_remainder_;  // large blocks split like small ones (expandable segments)
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding

@@ -7,6 +7,8 @@
 // (is_expandable, blocks tiling it exactly, never adjacent to another range of the same stream
 // and pool: two adjacent mapped ranges would be one), and the device's own count of mapped
 // bytes, where the test has one, equals reserved_bytes.
+// Resident memory is read two ways: VmRSS (what users and the brief quote) and the exact page
+// table walk of smaps_rollup.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -124,6 +126,25 @@ inline std::int64_t proc_status_bytes(const char* field) {
 
 inline std::int64_t vm_rss() {
   return proc_status_bytes("VmRSS");
+}
+
+// The resident bytes the kernel finds walking this process's page tables (/proc/self/smaps_rollup
+// "Rss:"): exact, unlike VmRSS, which sums per-CPU counters and may be off by several MiB on a
+// machine with many CPUs (detail::rss_counter_slack). -1 when it cannot be read.
+inline std::int64_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/smaps_rollup", "re");
+  if (f == nullptr) return -1;
+  char line[256];
+  std::int64_t kib = -1;
+  while (std::fgets(line, sizeof line, f) != nullptr) {
+    long long value = 0;
+    if (std::sscanf(line, "Rss: %lld kB", &value) == 1) {
+      kib = value;
+      break;
+    }
+  }
+  std::fclose(f);
+  return kib < 0 ? -1 : kib * 1024;
 }
 
 // The snapshot's block that starts at `address`, or nullptr.

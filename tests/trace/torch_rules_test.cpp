@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memscope/simulated_backend.hpp"
@@ -251,6 +252,69 @@ TEST(ReplayExpandable, TheReplaysDeviceMapsPagesAndFindsThePeak) {
     ASSERT_TRUE(ours.peak.happened()) << recycling;
     EXPECT_EQ(ours.peak.op, reference.peak.op) << recycling;
   }
+}
+
+// memscope's expandable segments with recycling off place like PyTorch's (the model) at the same
+// pages: reserved bytes agree after every op, on random plans (fixed seeds, two streams) and on
+// the real trace. 2 MiB pages in both pools: memscope's default large-pool page.
+std::vector<std::size_t> memscope_expandable_series(const ReplayPlan& plan, const char* page) {
+  ReplayOptions options;
+  options.config = AllocatorConfig::parse(
+      std::string("expandable_segments:true,expandable_segments_recycling:never,"
+                  "expandable_segments_page_size:") +
+      page);
+  options.record_series = true;
+  std::vector<std::size_t> series;
+  for (const ReplaySample& s : replay(plan, options).series) {
+    series.push_back(static_cast<std::size_t>(s.reserved_bytes));
+  }
+  return series;
+}
+
+ReplayPlan random_plan(std::uint64_t seed, std::size_t ops) {
+  std::mt19937_64 rng(seed);
+  ReplayPlan plan;
+  std::vector<std::pair<std::uint64_t, StreamId>> live;
+  for (std::uint64_t id = 1; plan.ops.size() < ops; ++id) {
+    if (!live.empty() && (rng() % 100 < 45 || live.size() > 200)) {
+      const std::size_t at = rng() % live.size();
+      plan.ops.push_back({true, live[at].first, 0, live[at].second});
+      live[at] = live.back();
+      live.pop_back();
+    } else {
+      const double exponent = std::uniform_real_distribution<double>(0.0, 26.0)(rng);
+      const auto stream = static_cast<StreamId>(rng() % 2);
+      plan.ops.push_back(alloc_on(id, static_cast<std::size_t>(std::exp2(exponent)), stream));
+      live.emplace_back(id, stream);
+    }
+  }
+  return plan;
+}
+
+TEST(TorchExpandableRules, MemscopePlacesLikeTheModelOnRandomPlans) {
+  for (const std::uint64_t seed : {1U, 2U, 3U}) {
+    const ReplayPlan plan = random_plan(seed, 3000);
+    for (const std::size_t page_mib : {2U, 16U}) {
+      bench::ExpandableRules rules;
+      rules.large_page = page_mib * MiB;
+      const auto model = bench::replay_torch_expandable(plan, rules);
+      const auto ours = memscope_expandable_series(plan, page_mib == 2 ? "2MiB" : "16MiB");
+      ASSERT_EQ(ours.size(), model.reserved_series.size());
+      const auto diff = std::mismatch(ours.begin(), ours.end(), model.reserved_series.begin());
+      EXPECT_TRUE(diff.first == ours.end())
+          << "seed " << seed << ", " << page_mib << " MiB pages: first differ after op "
+          << diff.first - ours.begin();
+    }
+  }
+}
+
+TEST(TorchExpandableRules, MemscopePlacesLikeTheModelOnTheRealTrace) {
+  const ReplayPlan plan = build_replay_plan(read_torch_snapshot_file(MEMSCOPE_REAL_TRACE));
+  bench::ExpandableRules rules;
+  rules.large_page = 2 * MiB;
+  const auto model = bench::replay_torch_expandable(plan, rules);
+  EXPECT_EQ(model.peak_reserved, 13'925'089'280U);  // 1.0001
+  EXPECT_EQ(memscope_expandable_series(plan, "2MiB"), model.reserved_series);
 }
 
 TEST(TorchExpandableRules, RealTraceGivesTheIssuesAnchor) {

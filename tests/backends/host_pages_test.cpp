@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/host_pages.hpp"
@@ -287,6 +288,52 @@ TEST(HostPages, MovingInPiecesKeepsEveryByte) {
   }
   host.unmap_pages(at(r, 8 * page), 4 * page, page, kDefaultStream);
   host.release_address_range(r, 16 * page);
+}
+
+// Several allocators may share one backend: threads mapping, moving and unmapping pages in
+// their own ranges at once each find their own bytes where they left them.
+TEST(HostPages, ConcurrentCallersKeepTheirOwnBytes) {
+  constexpr std::size_t kThreads = 4;
+  constexpr std::size_t kSlots = 16;
+  const std::size_t page = 256 * KiB;
+  HostBackend host;
+  std::vector<int> failures(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      void* r = host.reserve_address_range(kSlots * page);
+      std::vector<int> model(kSlots, -1);
+      std::mt19937 random(static_cast<unsigned>(7 + t));
+      for (int step = 0; step < 400; ++step) {
+        const std::size_t i = random() % kSlots;
+        const std::size_t j = random() % kSlots;
+        if (model[i] < 0) {
+          if (!host.map_pages(at(r, i * page), page, page)) ++failures[t];
+          model[i] = static_cast<int>((t * 64 + static_cast<std::size_t>(step)) % 251);
+          std::memset(at(r, i * page), model[i], page);
+        } else if (model[j] < 0) {
+          if (!host.move_pages(at(r, i * page), at(r, j * page), page, page, kDefaultStream)) {
+            ++failures[t];
+          }
+          model[j] = model[i];
+          model[i] = -1;
+        } else {
+          host.unmap_pages(at(r, i * page), page, page, kDefaultStream);
+          model[i] = -1;
+        }
+        if (step % 20 != 19) continue;
+        for (std::size_t k = 0; k < kSlots; ++k) {
+          if (model[k] >= 0 &&
+              !all_equal(at(r, k * page), page, static_cast<unsigned char>(model[k]))) {
+            ++failures[t];
+          }
+        }
+      }
+      host.release_address_range(r, kSlots * page);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  for (std::size_t t = 0; t < kThreads; ++t) EXPECT_EQ(failures[t], 0) << "thread " << t;
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "memscope/errors.hpp"
@@ -179,6 +180,45 @@ TEST(SimulatedPages, RandomOperationsKeepExactAccounting) {
   sim.release_address_range(ranges[0], kSlots * kPage);
   sim.release_address_range(ranges[1], kSlots * kPage);
   EXPECT_EQ(sim.mapped_bytes(), 0U);
+}
+
+// Several allocators may share one backend: threads mapping, moving and unmapping in their own
+// ranges at once leave exact totals.
+TEST(SimulatedPages, ConcurrentCallersKeepExactTotals) {
+  constexpr std::size_t kThreads = 4;
+  constexpr std::size_t kSlots = 32;
+  SimulatedBackend sim(kThreads * kSlots * kPage);  // room for everything: no map may fail
+  std::vector<std::size_t> left_mapped(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&sim, &left_mapped, t] {
+      void* r = sim.reserve_address_range(kSlots * kPage);
+      std::vector<bool> mapped(kSlots, false);
+      std::mt19937 random(static_cast<unsigned>(100 + t));
+      for (int step = 0; step < 3000; ++step) {
+        const std::size_t i = random() % kSlots;
+        const std::size_t j = random() % kSlots;
+        if (!mapped[i]) {
+          if (!sim.map_pages(at(r, i * kPage), kPage, kPage)) return;  // fails the totals below
+          mapped[i] = true;
+        } else if (!mapped[j]) {
+          (void)sim.move_pages(at(r, i * kPage), at(r, j * kPage), kPage, kPage, kDefaultStream);
+          mapped[i] = false;
+          mapped[j] = true;
+        } else {
+          sim.unmap_pages(at(r, i * kPage), kPage, kPage, kDefaultStream);
+          mapped[i] = false;
+        }
+      }
+      for (const bool m : mapped) left_mapped[t] += m ? kPage : 0;
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::size_t expected = 0;
+  for (const std::size_t bytes : left_mapped) expected += bytes;
+  EXPECT_GT(expected, 0U);
+  EXPECT_EQ(sim.mapped_bytes(), expected);
+  EXPECT_EQ(sim.free_bytes(), kThreads * kSlots * kPage - expected);
 }
 
 }  // namespace

@@ -126,6 +126,8 @@ void probe_page_mapping(CudaBackend::State& state) {
 void release_all_pages(CudaBackend::State& state) noexcept {
   if (state.granularity == 0) return;
   const CudaDriver& driver = *state.driver;
+  detail::ScopedContext scope(driver, state.context, std::nothrow);
+  if (!scope.ok()) return;  // the process is going away with its device memory anyway
   const std::lock_guard lock(state.pages_mutex);
   for (const auto& [address, page] : state.pages) drop_page(driver, address, page);
   state.pages.clear();

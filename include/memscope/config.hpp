@@ -22,10 +22,14 @@
 //                                      grows and unmapped when free (PyTorch's True/False too)
 //   expandable_segments_page_size:<size> the large pool's page (a power of two, at least the
 //                                      backend's granularity; default 2 MiB; small pool: 2 MiB)
-//   expandable_segments_recycling:<never|above_peak|always>  before mapping new pages, move
-//                                      free whole pages from elsewhere: never (PyTorch), only
-//                                      when the mapped bytes would pass their high-water mark
-//                                      since the last empty_cache() (default), or always
+//   expandable_segments_recycling:<never|at_limit|above_peak|always>  before mapping new
+//                                      pages, move free whole pages from elsewhere: never
+//                                      (PyTorch: at the limit, flush everything and retry),
+//                                      at_limit (default: what would pass the memory limit),
+//                                      above_peak (what would lift the mapped bytes above their
+//                                      high-water mark since the last empty_cache()), always
+//                                      With expandable segments max_split_size does not limit
+//                                      splitting (free pages cannot be stranded; docs/design.md)
 // Errors: parse() throws ConfigError naming the key, the value and what is allowed, for
 // unknown keys, malformed values, duplicates and empty entries. Pure; thread-safe.
 #pragma once
@@ -54,10 +58,10 @@ struct AllocatorConfig {
   bool record_cpp_stacks = false;      // record_stacks:cpp or all
   bool record_python_stacks = false;   // record_stacks:python or all
   // Expandable segments (docs/design.md, "Expandable segments").
-  enum class PageRecycling { never, above_peak, always };
+  enum class PageRecycling { never, at_limit, above_peak, always };
   bool expandable_segments = false;
   std::size_t expandable_segments_page_size = 0;  // 0: the default (2 MiB, or the granularity)
-  PageRecycling page_recycling = PageRecycling::above_peak;
+  PageRecycling page_recycling = PageRecycling::at_limit;
 
   [[nodiscard]] static AllocatorConfig parse(std::string_view text);
   // Parses MEMSCOPE_ALLOC_CONF, or returns the defaults when it is unset or empty.

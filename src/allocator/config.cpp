@@ -254,12 +254,14 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
     } else if (key == "expandable_segments_recycling") {
       if (value == "never") {
         config.page_recycling = AllocatorConfig::PageRecycling::never;
+      } else if (value == "at_limit") {
+        config.page_recycling = AllocatorConfig::PageRecycling::at_limit;
       } else if (value == "above_peak") {
         config.page_recycling = AllocatorConfig::PageRecycling::above_peak;
       } else if (value == "always") {
         config.page_recycling = AllocatorConfig::PageRecycling::always;
       } else {
-        fail(key, value, "never, above_peak or always");
+        fail(key, value, "never, at_limit, above_peak or always");
       }
     } else if (key == "pinned_use_cuda_host_register" || key == "pinned_num_register_threads" ||
                key == "backend" || key == "release_lock_on_cudamalloc") {
@@ -345,6 +347,8 @@ const char* to_string(AllocatorConfig::PageRecycling policy) noexcept {
   switch (policy) {
     case AllocatorConfig::PageRecycling::never:
       return "never";
+    case AllocatorConfig::PageRecycling::at_limit:
+      return "at_limit";
     case AllocatorConfig::PageRecycling::above_peak:
       return "above_peak";
     case AllocatorConfig::PageRecycling::always:

@@ -7,9 +7,11 @@
 //
 // Page recycling: the pages a miss needs can come from whole free pages inside cached blocks
 // elsewhere (any stream, same page size), moved by the backend without copying, instead of
-// new memory. The policy (expandable_segments_recycling) says when: never; above_peak (only for
-// the part that would lift the mapped bytes above their high-water mark since the last
-// empty_cache(): memory is reused before it grows, and a steady state moves nothing); always.
+// new memory. The policy (expandable_segments_recycling) says when: never (PyTorch: at the
+// memory limit, flush every cached page and retry); at_limit (the default: only the part that
+// would pass the memory limit, instead of the flush; elsewhere exactly PyTorch's placement, which
+// on real traces leaves the least reserved: docs/benchmarks.md); above_peak (also the part that
+// would lift the mapped bytes above their high-water mark since the last empty_cache()); always.
 // Cached blocks are never pending on other streams; the backend waits for their own stream
 // before it takes a page away.
 //
@@ -382,6 +384,7 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
   std::size_t recycle = 0;
   switch (config_.page_recycling) {
     case AllocatorConfig::PageRecycling::never:
+    case AllocatorConfig::PageRecycling::at_limit:  // below, as every recycling policy does
       break;
     case AllocatorConfig::PageRecycling::above_peak:
       if (mapped_ + to_map > mapped_high_water_) {

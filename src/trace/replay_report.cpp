@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "common/text.hpp"
+#include "memscope/config.hpp"
+#include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
 
 namespace memscope {
@@ -62,6 +64,15 @@ std::string aligned(const std::vector<std::vector<std::string>>& rows, const std
   return out;
 }
 
+// Whether the replayed settings turned expandable segments on (they parsed when replayed).
+bool expandable_settings(const std::string& config) {
+  try {
+    return AllocatorConfig::parse(config).expandable_segments;
+  } catch (const ConfigError&) {
+    return false;
+  }
+}
+
 }  // namespace
 
 std::string ReplayResult::explain() const {
@@ -74,11 +85,25 @@ std::string ReplayResult::explain() const {
   rows.push_back(
       {"peak live", format_bytes(peak_requested), "at " + moment_text(peak_live, trace_start_us)});
   rows.push_back({"reserved / peak live", fmt::format("{:.4f}", reserved_over_peak_live), ""});
-  rows.push_back({"segments", group_digits(static_cast<std::uint64_t>(peak_segments)),
-                  fmt::format("at most; {} reserved, {} released, {} retries",
-                              group_digits(static_cast<std::uint64_t>(num_device_alloc)),
-                              group_digits(static_cast<std::uint64_t>(num_device_free)),
-                              group_digits(static_cast<std::uint64_t>(num_alloc_retries)))});
+  if (expandable_settings(config)) {
+    // Expandable segments: a segment is a mapped range, and the device calls are page maps.
+    const double per_thousand =
+        operations == 0 ? 0.0
+                        : 1000.0 * static_cast<double>(num_device_alloc + num_device_free) /
+                              static_cast<double>(operations);
+    rows.push_back(
+        {"mapped ranges", group_digits(static_cast<std::uint64_t>(peak_segments)),
+         fmt::format("at most; {} maps, {} unmaps ({:.1f} per 1,000 ops), {} retries",
+                     group_digits(static_cast<std::uint64_t>(num_device_alloc)),
+                     group_digits(static_cast<std::uint64_t>(num_device_free)), per_thousand,
+                     group_digits(static_cast<std::uint64_t>(num_alloc_retries)))});
+  } else {
+    rows.push_back({"segments", group_digits(static_cast<std::uint64_t>(peak_segments)),
+                    fmt::format("at most; {} reserved, {} released, {} retries",
+                                group_digits(static_cast<std::uint64_t>(num_device_alloc)),
+                                group_digits(static_cast<std::uint64_t>(num_device_free)),
+                                group_digits(static_cast<std::uint64_t>(num_alloc_retries)))});
+  }
   if (num_ooms == 0) {
     rows.push_back({"out of memory", "none", ""});
   } else {

@@ -93,7 +93,11 @@ TEST(Config, ExpandableSegmentsKeys) {
             "expandable_segments:true,expandable_segments_page_size:8MiB,"
             "expandable_segments_recycling:always");
   const auto defaults = AllocatorConfig::parse("expandable_segments:true");
-  EXPECT_EQ(defaults.page_recycling, AllocatorConfig::PageRecycling::above_peak);
+  EXPECT_EQ(defaults.page_recycling, AllocatorConfig::PageRecycling::at_limit);
+  EXPECT_EQ(
+      AllocatorConfig::parse("expandable_segments:true,expandable_segments_recycling:above_peak")
+          .page_recycling,
+      AllocatorConfig::PageRecycling::above_peak);
   EXPECT_EQ(defaults.expandable_segments_page_size, 0U);
   EXPECT_EQ(AllocatorConfig::parse("expandable_segments:False"), AllocatorConfig{});
 }
@@ -165,7 +169,7 @@ INSTANTIATE_TEST_SUITE_P(
         Bad{"expandable_segments_page_size:3MiB,expandable_segments:true",
             "expandable_segments_page_size", "power of two"},
         Bad{"expandable_segments_recycling:sometimes,expandable_segments:true",
-            "expandable_segments_recycling", "never, above_peak or always"},
+            "expandable_segments_recycling", "never, at_limit, above_peak or always"},
         Bad{"expandable_segments_page_size:4MiB", "expandable_segments_page_size",
             "add expandable_segments:true"},
         Bad{"backend:cudaMallocAsync", "backend", "not supported"}));

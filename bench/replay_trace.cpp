@@ -309,13 +309,26 @@ int main(int argc, char** argv) {
     }
     // expandable_segments_page_size is a power of two: 16 and 32 MiB bracket PyTorch's 20 MiB.
     for (const char* page : {"2MiB", "16MiB", "32MiB"}) {
-      for (const char* policy : {"never", "above_peak", "always"}) {
+      for (const char* policy : {"never", "at_limit", "above_peak", "always"}) {
         rows.push_back(memscope_row(
             plan,
             fmt::format("expandable_segments:true,expandable_segments_page_size:{},"
                         "expandable_segments_recycling:{}",
                         page, policy),
             repeat, fmt::format("memscope expandable, {} pages, recycling {}", page, policy)));
+      }
+    }
+    // Under a memory limit: 13,280 MiB is exactly what PyTorch's placement needs here (peak live
+    // is 13,279 MiB), 13,400 MiB leaves a little room. Where at_limit would recycle, and what the
+    // other policies do there.
+    for (const char* limit : {"13280MiB", "13400MiB"}) {
+      for (const char* policy : {"never", "at_limit", "above_peak"}) {
+        rows.push_back(memscope_row(
+            plan,
+            fmt::format("expandable_segments:true,expandable_segments_recycling:{},memory_limit:{}",
+                        policy, limit),
+            repeat,
+            fmt::format("memscope expandable, 2MiB pages, recycling {}, limit {}", policy, limit)));
       }
     }
     print_table(rows);

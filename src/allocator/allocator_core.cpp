@@ -234,12 +234,15 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
   return block;
 }
 
-Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
+inline Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
   Block* block = bins.best_fit(rounded);
   if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
     return nullptr;
   }
-  if (block->segment->expandable && block->next != nullptr && block->next->unmapped) [[unlikely]] {
+  // Expandable segments: a tail (a free block followed by unmapped space) is spared when
+  // another block fits. The common hit, the pool's only free block, needs no search.
+  if (split_every_remainder_ && block->next != nullptr && block->next->unmapped && bins.count() > 1)
+      [[unlikely]] {
     block = best_fit_sparing_tails(bins, block, rounded);
   }
   bins.remove(block);
@@ -302,7 +305,8 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
 void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requested) {
   const bool small = block->small_pool();
   live_.insert(block->address, block);  // cannot fail: allocate() reserved the slot
-  if (block->counts_as_split()) {       // it was an inactive split block (a fresh segment never is)
+  if (block->counts_as_split(
+          split_every_remainder_)) {  // it was an inactive split block (a fresh segment never is)
     decrease(stats_.inactive_split, small, 1);
     decrease(stats_.inactive_split_bytes, small, signed_size(block->size));
   }
@@ -393,7 +397,7 @@ void AllocatorCore::cache_block(Block* block) noexcept {
   block->requested_size = 0;
   block->pending_events = 0;
   block->cached_at = clock_;
-  if (block->counts_as_split()) {
+  if (block->shares_mapped_range()) {  // is_split() in a fixed segment
     split_blocks += 1;
     split_bytes += signed_size(block->size);
   }

@@ -93,9 +93,11 @@ class AllocatorCore {
   // Drops the pools of every stream without segments, except `keep` (a caller may hold it).
   void drop_unused_pools(const StreamPools* keep) noexcept;
   [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
-  [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins, std::size_t rounded) noexcept;
-  [[nodiscard]] detail::Block* best_fit_sparing_tails(detail::FreeBins& bins, detail::Block* tail,
-                                                      std::size_t rounded) noexcept;
+  [[gnu::always_inline]] [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
+                                                                  std::size_t rounded) noexcept;
+  // Out of line: only expandable segments call it, and the hit path stays small.
+  [[gnu::noinline]] [[nodiscard]] detail::Block* best_fit_sparing_tails(
+      detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) noexcept;
   [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamPools& pools, bool small);
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
@@ -173,8 +175,9 @@ class AllocatorCore {
 
   Backend& backend_;
   AllocatorConfig config_;
-  std::size_t split_limit_;     // blocks this big are never split: max_split_size (see ctor)
-  bool split_every_remainder_;  // large blocks split like small ones (expandable segments)
+  std::size_t split_limit_;  // blocks this big are never split: max_split_size (see ctor)
+  // Expandable segments are on (every segment is one): large blocks split like small ones.
+  bool split_every_remainder_;
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding

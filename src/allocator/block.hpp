@@ -74,8 +74,10 @@ struct Block {
   [[nodiscard]] bool shares_mapped_range() const noexcept {
     return (prev != nullptr && !prev->unmapped) || (next != nullptr && !next->unmapped);
   }
-  [[nodiscard]] bool counts_as_split() const noexcept {
-    return segment->expandable ? shares_mapped_range() : is_split();
+  // `expandable`: the allocator's setting (every segment is expandable or none), so the hot path
+  // tests a flag it holds instead of loading the segment.
+  [[nodiscard]] bool counts_as_split(bool expandable) const noexcept {
+    return expandable ? shares_mapped_range() : is_split();
   }
   [[nodiscard]] StreamId stream() const noexcept { return segment->stream; }
   [[nodiscard]] bool small_pool() const noexcept { return segment->small_pool; }

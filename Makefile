@@ -19,8 +19,8 @@ build: bootstrap
 REAL_TRACE := tests/data/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle
 demo: build
 	@./build/examples/memscope_demo build/demo
-	@printf '\n== memscope replay %s --fit --html build/demo/replay.html\n' "$(REAL_TRACE)"
-	@./build/tools/memscope/memscope replay $(REAL_TRACE) --fit --html build/demo/replay.html
+	@printf '\n== memscope replay %s --config "" --config expandable_segments:true --fit --html build/demo/replay.html\n' "$(REAL_TRACE)"
+	@./build/tools/memscope/memscope replay $(REAL_TRACE) --config "" --config expandable_segments:true --fit --html build/demo/replay.html
 	@printf '\n== memscope run --html build/demo/run.html -- python3 examples/python/demo.py\n'
 	@PYTHONPATH=build/python ./build/tools/memscope/memscope run --html build/demo/run.html \
 	  --json build/demo/run.json -- python3 examples/python/demo.py build/demo/python

@@ -268,14 +268,8 @@ Block* AllocatorCore::best_fit_sparing_tails(FreeBins& bins, Block* tail,
   return found != nullptr && !is_tail(found) ? found : tails[0];
 }
 
-Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool small) {
-  if (size > memory_limit_ ||
-      static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) > memory_limit_ - size) {
-    return nullptr;
-  }
-  (small ? pools.small : pools.large).prepare();  // the bins' storage, before any change
-  void* base = backend_.reserve(size);
-  if (base == nullptr) return nullptr;
+Segment* AllocatorCore::add_segment(StreamPools& pools, bool small, void* base,
+                                    std::size_t size) noexcept {
   Segment* segment = segment_recycler_.acquire();  // cannot fail: allocate() prepared them
   Block* block = block_recycler_.acquire();
   segment->base = reinterpret_cast<std::uintptr_t>(base);
@@ -288,12 +282,25 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
   if (segments_ != nullptr) segments_->prev = segment;
   segments_ = segment;
   ++pools.segments;
-  if (recording_events()) {
-    recorder_->record(TraceAction::segment_alloc, segment->base, size, size, pools.stream);
-  }
   block->address = segment->base;
   block->size = size;
   block->segment = segment;
+  return segment;
+}
+
+Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool small) {
+  if (size > memory_limit_ ||
+      static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) > memory_limit_ - size) {
+    return nullptr;
+  }
+  (small ? pools.small : pools.large).prepare();  // the bins' storage, before any change
+  void* base = backend_.reserve(size);
+  if (base == nullptr) return nullptr;
+  Segment* segment = add_segment(pools, small, base, size);
+  Block* block = segment->first;
+  if (recording_events()) {
+    recorder_->record(TraceAction::segment_alloc, segment->base, size, size, pools.stream);
+  }
 
   increase(stats_.segment, small, 1);
   increase(stats_.reserved_bytes, small, signed_size(size));

@@ -99,6 +99,10 @@ class AllocatorCore {
   [[gnu::noinline]] [[nodiscard]] detail::Block* best_fit_sparing_tails(
       detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) noexcept;
   [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamPools& pools, bool small);
+  // Files a new segment at `base` under `pools`, covered by one fresh block (the recyclers hold
+  // one of each: allocate() prepared them).
+  detail::Segment* add_segment(StreamPools& pools, bool small, void* base,
+                               std::size_t size) noexcept;
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
   void release_segment(detail::Block* block) noexcept;

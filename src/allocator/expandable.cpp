@@ -136,25 +136,11 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
     size = std::max(need, round_up(size / 2, page));
   }
   if (base == nullptr) return nullptr;
-  Segment* segment = segment_recycler_.acquire();  // allocate() prepared one of each
-  Block* block = block_recycler_.acquire();
-  segment->base = reinterpret_cast<std::uintptr_t>(base);
-  segment->size = size;
-  segment->stream = pools.stream;
-  segment->small_pool = small;
-  segment->first = block;
-  segment->bins = small ? &pools.small : &pools.large;
+  Segment* segment = add_segment(pools, small, base, size);
   segment->expandable = true;
   segment->page = page;
-  segment->next = segments_;
-  if (segments_ != nullptr) segments_->prev = segment;
-  segments_ = segment;
-  ++pools.segments;
-  block->address = segment->base;
-  block->size = size;
-  block->segment = segment;
-  block->unmapped = true;
-  link_unmapped(*segment, block);
+  segment->first->unmapped = true;  // one unmapped block covers the range
+  link_unmapped(*segment, segment->first);
   slot = segment;
   return segment;
 }

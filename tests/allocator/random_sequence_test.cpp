@@ -203,6 +203,10 @@ class RandomSequence {
   // stays mapped, pending and where it was (recycling must not move or unmap its pages).
   void check_expandable() {
     EXPECT_TRUE(testing::expandable_consistent(allocator_)) << "step " << step_;
+    // The device's own page count: every reserved byte is a mapped page, and no other.
+    EXPECT_EQ(device_->mapped_bytes(),
+              static_cast<std::size_t>(allocator_.stats().reserved_bytes[0].current))
+        << "step " << step_;
     const Snapshot snap = allocator_.snapshot();
     for (const PendingRange& r : pending_) {
       const BlockInfo* b = testing::block_at(snap, r.begin);

@@ -253,7 +253,7 @@ inline Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) no
 // unmapped space ranks by the size it could grow to, so any other block that fits comes first
 // and the tail is cut into only when nothing else fits.
 Block* AllocatorCore::best_fit_sparing_tails(FreeBins& bins, Block* tail,
-                                             std::size_t rounded) noexcept {
+                                             std::size_t rounded) const noexcept {
   const auto is_tail = [](const Block* b) { return b->next != nullptr && b->next->unmapped; };
   std::array<Block*, 8> tails{};
   std::size_t n = 0;

@@ -97,7 +97,7 @@ class AllocatorCore {
                                                                   std::size_t rounded) noexcept;
   // Out of line: only expandable segments call it, and the hit path stays small.
   [[gnu::noinline]] [[nodiscard]] detail::Block* best_fit_sparing_tails(
-      detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) noexcept;
+      detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) const noexcept;
   [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamPools& pools, bool small);
   // Files a new segment at `base` under `pools`, covered by one fresh block (the recyclers hold
   // one of each: allocate() prepared them).

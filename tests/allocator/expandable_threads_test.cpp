@@ -50,14 +50,16 @@ TEST(ExpandableThreads, FourThreadsOnOwnStreamsKeepTheirContentsWhilePagesAreRec
           "memory_limit:1GiB,expandable_segments:true,expandable_segments_recycling:always"));
   std::atomic<int> broken{0};
   std::atomic<std::int64_t> allocations{0};
+  constexpr int kThreads = 4;
   std::vector<std::thread> workers;
-  for (int t = 0; t < 4; ++t) {
+  workers.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
     workers.emplace_back([&, t] {
       std::mt19937_64 rng(static_cast<std::uint64_t>(t) + 41);
       const auto uniform = [&rng](std::size_t lo, std::size_t hi) {
         return std::uniform_int_distribution<std::size_t>(lo, hi)(rng);
       };
-      const auto stream = static_cast<StreamId>(t + 1);
+      const StreamId stream = static_cast<StreamId>(t) + 1;
       std::vector<Mine> mine;
       for (int step = 0; step < 1'000; ++step) {
         const std::size_t op = uniform(0, 99);

@@ -104,6 +104,7 @@ TEST_P(ExpandableRecordingPolicy, ReplayingMapAndUnmapEventsRebuildsTheMappedRan
   ASSERT_EQ(recorded.dropped_events, 0U);
   std::set<std::uint64_t> pages;
   std::size_t maps = 0;
+  std::size_t unmaps = 0;
   for (const TraceEvent& e : events_of(recorded)) {
     ASSERT_NE(e.action, TraceAction::segment_alloc);
     ASSERT_NE(e.action, TraceAction::segment_free);
@@ -111,9 +112,15 @@ TEST_P(ExpandableRecordingPolicy, ReplayingMapAndUnmapEventsRebuildsTheMappedRan
       ASSERT_TRUE(apply(e, pages)) << to_string(e.action) << " at " << e.addr << " of " << e.size
                                    << " bytes does not fit the pages mapped before it";
       maps += e.action == TraceAction::segment_map ? 1 : 0;
+      unmaps += e.action == TraceAction::segment_unmap ? 1 : 0;
     }
   }
   EXPECT_GT(maps, 50U);
+  // One event per backend call: num_device_alloc counts map calls, num_device_free unmap calls
+  // (a move is one of each, and records one of each).
+  const MemoryStats stats = allocator.stats();
+  EXPECT_EQ(maps, static_cast<std::size_t>(stats.num_device_alloc));
+  EXPECT_EQ(unmaps, static_cast<std::size_t>(stats.num_device_free));
   std::set<std::uint64_t> snapshot_pages;
   for (const SegmentInfo& s : allocator.snapshot().segments) {
     for (std::uint64_t page = s.address; page < s.address + s.total_size; page += kPage) {

@@ -150,5 +150,20 @@ TEST_F(ExpandableLayout, SplitPiecesMergeAgainThroughARandomSequence) {
   EXPECT_EQ(device->reserved_bytes(), 0U);
 }
 
+TEST(ExpandableLifetime, DestroyingTheAllocatorUnmapsEveryPageEvenUnderLiveBlocks) {
+  auto device = std::make_shared<SimulatedBackend>(8 * GiB);
+  {
+    CachingAllocator allocator(device, AllocatorConfig::parse("expandable_segments:true"));
+    (void)allocator.allocate(100 * MiB, /*stream=*/1);  // left live on purpose
+    void* cached = allocator.allocate(30 * MiB, /*stream=*/2);
+    (void)allocator.allocate(1000, /*stream=*/2);
+    allocator.deallocate(cached);
+    ASSERT_GT(device->mapped_bytes(), 0U);
+  }
+  EXPECT_EQ(device->mapped_bytes(), 0U);
+  EXPECT_EQ(device->reserved_bytes(), 0U);
+  EXPECT_EQ(device->free_bytes(), 8 * GiB);
+}
+
 }  // namespace
 }  // namespace memscope

@@ -146,5 +146,24 @@ TEST(ExpandableRss, MappedPagesAreResidentAtOnceAndOnlyWhatIsMapped) {
               kTolerance);
 }
 
+TEST(ExpandableRss, DestroyingTheAllocatorGivesBackItsPagesAndItsAddressRanges) {
+  if (testing::kThreadSanitizer) GTEST_SKIP() << testing::kRssUnderTsan;
+  const std::int64_t resident_before = testing::resident_bytes();
+  const std::int64_t vm_before = testing::proc_status_bytes("VmSize");
+  {
+    CachingAllocator allocator(std::make_shared<HostBackend>(),
+                               AllocatorConfig::parse("expandable_segments:true"));
+    (void)allocator.allocate(64 * MiB, /*stream=*/1);  // left live on purpose
+    void* cached = allocator.allocate(32 * MiB, /*stream=*/2);
+    allocator.deallocate(cached);
+    ASSERT_GT(testing::proc_status_bytes("VmSize") - vm_before,
+              static_cast<std::int64_t>(96 * MiB));
+  }
+  EXPECT_NEAR(static_cast<double>(testing::resident_bytes()), static_cast<double>(resident_before),
+              kTolerance);
+  EXPECT_LT(testing::proc_status_bytes("VmSize") - vm_before, static_cast<std::int64_t>(16 * MiB))
+      << "the address ranges were not released";
+}
+
 }  // namespace
 }  // namespace memscope

@@ -55,7 +55,7 @@ def test_empty_cache_unmaps_a_hole_between_live_blocks_on_the_host() -> None:
     a.free(right)
 
 
-@pytest.mark.parametrize("policy", ["never", "above_peak", "always"])
+@pytest.mark.parametrize("policy", ["never", "at_limit", "above_peak", "always"])
 def test_every_recycling_policy_serves_and_accounts(policy: str) -> None:
     a = memscope.Allocator(
         "sim:1GiB", config=f"{EXPANDABLE},expandable_segments_recycling:{policy}"

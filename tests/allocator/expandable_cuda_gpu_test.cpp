@@ -112,7 +112,7 @@ TEST_P(ExpandableCudaGpu, RandomSequenceKeepsInvariantsAndContents) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableCudaGpu,
-                         ::testing::Values("never", "above_peak", "always"),
+                         ::testing::Values("never", "at_limit", "above_peak", "always"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

@@ -153,7 +153,7 @@ TEST_P(ExpandableHostSequence, EveryStepKeepsInvariantsContentsAndRssInStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableHostSequence,
-                         ::testing::Values("never", "above_peak", "always"),
+                         ::testing::Values("never", "at_limit", "above_peak", "always"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

@@ -92,7 +92,7 @@ TEST(ExpandablePeerFailures, SplitLimitWithRecyclingKeepsPeakReservedNearPeakLiv
 // then maps 138 MiB more every cycle (14 GiB reserved after 100 cycles for 266 MiB allocated).
 // Here reserved must follow allocated under every policy, even without recycling.
 TEST(ExpandablePeerFailures, TheReproducerOfPyTorchIssue123548KeepsReservedAtLiveUnderEveryPolicy) {
-  for (const char* policy : {"never", "above_peak", "always"}) {
+  for (const char* policy : {"never", "at_limit", "above_peak", "always"}) {
     SCOPED_TRACE(policy);
     auto device = std::make_shared<SimulatedBackend>(16 * GiB);
     CachingAllocator allocator(
@@ -223,7 +223,7 @@ TEST_P(ExpandableOutOfMemory, TooLittleEvenAfterFlushingIsAnErrorAndTheAllocator
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableOutOfMemory,
-                         ::testing::Values("never", "above_peak", "always"),
+                         ::testing::Values("never", "at_limit", "above_peak", "always"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

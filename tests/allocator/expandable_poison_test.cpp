@@ -88,7 +88,7 @@ TEST_P(ExpandablePoison, FreedBlocksArePoisonedAndHandedOutBlocksAreNot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, ExpandablePoison,
-                         ::testing::Values("never", "above_peak", "always"),
+                         ::testing::Values("never", "at_limit", "above_peak", "always"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

@@ -59,7 +59,7 @@ TEST_P(ExpandableRealTrace, ReservedStaysWithinATenthOfAPercentOfPeakLive) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableRealTrace,
-                         ::testing::Values("never", "above_peak", "always"),
+                         ::testing::Values("never", "at_limit", "above_peak", "always"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

@@ -290,7 +290,7 @@ TEST_P(RandomSequenceExpandable, TwentyThousandStepsWithSplitLimitAndATightMemor
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, RandomSequenceExpandable,
-                         ::testing::Values("never", "above_peak", "always"),
+                         ::testing::Values("never", "at_limit", "above_peak", "always"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
                            return std::string(info.param);
                          });

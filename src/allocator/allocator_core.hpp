@@ -122,6 +122,10 @@ class AllocatorCore {
   [[nodiscard]] detail::Block* grow(StreamPools& pools, bool small, std::size_t rounded);
   [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
                                                     std::size_t at_least);
+  // The lowest run of cached and unmapped blocks of `s` that fits `rounded` bytes: its first
+  // and last block, or null when none does.
+  static void lowest_run(const detail::Segment& s, std::size_t rounded, detail::Block*& start,
+                         detail::Block*& last) noexcept;
   // Bookkeeping of the first `bytes` (a page multiple) of unmapped block `u` being mapped (the
   // backend call is the caller's). Returns the cached block that holds them after merging with
   // cached neighbours.
@@ -131,11 +135,24 @@ class AllocatorCore {
   void unmapped_inside(detail::Block* c, std::uintptr_t address, std::size_t bytes) noexcept;
   // Unmaps the whole pages inside cached block `c`; returns the bytes unmapped.
   std::size_t unmap_free_pages(detail::Block* c);
-  // Moves up to `bytes` (<= u->size) of whole free pages from cached blocks outside
-  // [keep_from, keep_to] to the front of unmapped block `u`; returns the bytes moved and sets
-  // `merged` to the cached block that holds them.
-  std::size_t recycle_into(detail::Block* u, std::size_t bytes, std::uintptr_t keep_from,
-                           std::uintptr_t keep_to, detail::Block*& merged);
+  // Whole free pages [from, to) of a cached block that recycling may take (from the top, so
+  // the block keeps its lower part and its pointer stays valid).
+  struct FreePages {
+    detail::Block* block;
+    std::uintptr_t from;
+    std::uintptr_t to;
+  };
+  // The free pages a miss growing segment `s` may take, highest first: every cached block of
+  // that page size except those just before a block of `growing` (taking their top pages would
+  // merge into it), and of the run's last block only what lies past `needed_end`.
+  [[nodiscard]] std::vector<FreePages> recycling_sources(const detail::Segment& s,
+                                                         const std::vector<detail::Block*>& growing,
+                                                         const detail::Block* last,
+                                                         std::uintptr_t needed_end) const;
+  // Moves up to `bytes` (<= u->size) of the `sources`' pages to the front of unmapped block
+  // `u`; returns the bytes moved and sets `merged` to the cached block that holds them.
+  std::size_t recycle_into(detail::Block* u, std::size_t bytes, std::vector<FreePages>& sources,
+                           detail::Block*& merged);
   std::size_t release_expandable_cached();
   void release_expandable_segment(detail::Segment* segment) noexcept;
   void count_mapped(detail::Segment* segment, std::int64_t bytes, std::int64_t ranges) noexcept;

@@ -9,7 +9,7 @@
 //                two unmapped ones (they would have been merged)
 //   mapping      expandable segments: unmapped blocks start and end on page boundaries and are
 //                listed in address order, exactly; the mapped bytes are what the blocks say;
-//                each stream's pools point at their expandable segments
+//                the segment each stream's pool grows is one of its own
 //   free-bins    the free bins hold exactly the cached blocks, each in its segment's pool, and
 //                are consistent in themselves (FreeBins::audit)
 //   stream-pools each stream's pools are filed under its id and count its live segments
@@ -76,10 +76,8 @@ void AllocatorCore::validate() const {
     if (!s->bins->prepared()) broken("free-bins", describe(s) + ": its bins were never prepared");
     ++segments_of[s->stream];
     if (s->size >= config_.max_split_size && !s->expandable) ++oversize_segments;
-    if (s->expandable && (s->page == 0 || s->size % s->page != 0 ||
-                          (s->small_pool ? pools->second->expandable_small
-                                         : pools->second->expandable_large) != s)) {
-      broken("mapping", describe(s) + ": not its pool's expandable segment, or not in pages");
+    if (s->expandable && (s->page == 0 || s->size % s->page != 0)) {
+      broken("mapping", describe(s) + ": not in whole pages");
     }
     std::size_t mapped = 0;
     const Block* listed = s->unmapped_first;  // the unmapped list, walked along the blocks
@@ -177,6 +175,16 @@ void AllocatorCore::validate() const {
     if (pools->segments != segments) {
       broken("stream-pools", fmt::format("stream {} counts {} segments, {} are live", stream,
                                          pools->segments, segments));
+    }
+    // The segment a pool grows is one of its own live expandable segments (older, full ones
+    // may live on beside it until empty_cache() empties them).
+    for (const Segment* growing : {pools->expandable_small, pools->expandable_large}) {
+      const Segment* s = segments_;
+      while (s != nullptr && s != growing) s = s->next;
+      if (growing != nullptr && (s == nullptr || !s->expandable || s->stream != stream ||
+                                 s->small_pool != (growing == pools->expandable_small))) {
+        broken("mapping", fmt::format("stream {} grows a segment that is not its own", stream));
+      }
     }
     for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {
       const std::size_t first = in_bins.size();

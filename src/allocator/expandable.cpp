@@ -72,14 +72,6 @@ void link_unmapped(Segment& s, Block* b) noexcept {
   if (after != nullptr) after->bin_prev = b;
 }
 
-// Whole free pages of a cached block, for recycling: [from, to) shrinks from the top as pages
-// are taken (the block keeps its lower part, so its pointer stays valid).
-struct FreePages {
-  Block* block;
-  std::uintptr_t from;
-  std::uintptr_t to;
-};
-
 }  // namespace
 
 std::uintptr_t AllocatorCore::page_up(const Segment& s, std::uintptr_t address) {
@@ -276,20 +268,21 @@ std::size_t AllocatorCore::unmap_free_pages(Block* c) {
   return to - from;
 }
 
-std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes, std::uintptr_t keep_from,
-                                        std::uintptr_t keep_to, Block*& merged) {
-  const std::size_t page = u->segment->page;
+std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
+    const Segment& s, const std::vector<Block*>& growing, const Block* last,
+    std::uintptr_t needed_end) const {
   std::vector<FreePages> sources;
   for (const auto& entry : pools_) {
     for (const detail::FreeBins* bins : {&entry.second->small, &entry.second->large}) {
-      bins->for_each(page, [&](Block* c) {
+      bins->for_each(s.page, [&](Block* c) {
         const Segment& cs = *c->segment;
-        if (!cs.expandable || cs.page != page) return;
-        // Not the run being grown, nor a block touching it (it would merge with the run).
-        if (&cs == u->segment && c->address <= keep_to && c->address + c->size >= keep_from) {
+        if (!cs.expandable || cs.page != s.page) return;
+        if (c->next != nullptr && c->next->unmapped &&
+            std::find(growing.begin(), growing.end(), c->next) != growing.end()) {
           return;
         }
-        const std::uintptr_t from = page_up(cs, c->address);
+        std::uintptr_t from = page_up(cs, c->address);
+        if (c == last) from = std::max(from, page_up(cs, needed_end));
         const std::uintptr_t to = page_down(cs, c->address + c->size);
         if (from < to) sources.push_back({c, from, to});
       });
@@ -298,6 +291,12 @@ std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes, std::uintpt
   // Highest addresses first: memory gathers at the low ends of the segments.
   std::sort(sources.begin(), sources.end(),
             [](const FreePages& a, const FreePages& b) { return a.from > b.from; });
+  return sources;
+}
+
+std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes,
+                                        std::vector<FreePages>& sources, Block*& merged) {
+  const std::size_t page = u->segment->page;
   std::size_t moved = 0;
   for (FreePages& src : sources) {
     while (moved < bytes && src.to > src.from && u != nullptr && u->unmapped) {
@@ -333,15 +332,13 @@ std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes, std::uintpt
   return moved;
 }
 
-Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) {
-  Segment* s = expandable_segment(pools, small, rounded);
-  if (s == nullptr) return nullptr;
-  const std::size_t page = s->page;
-  // The lowest run of cached and unmapped blocks that fits: an unmapped block, with the cached
-  // block before it when there is one.
-  Block* start = nullptr;
-  Block* last = nullptr;
-  for (Block* u = s->unmapped_first; u != nullptr && start == nullptr; u = u->bin_next) {
+void AllocatorCore::lowest_run(const Segment& s, std::size_t rounded, Block*& start,
+                               Block*& last) noexcept {
+  // An unmapped block, with the cached block before it when there is one, and what follows
+  // while it is cached or unmapped.
+  start = nullptr;
+  last = nullptr;
+  for (Block* u = s.unmapped_first; u != nullptr && start == nullptr; u = u->bin_next) {
     Block* c = u->prev != nullptr && u->prev->cached && u->prev->size < rounded ? u->prev : u;
     std::size_t bytes = 0;
     for (Block* b = c; b != nullptr && bytes < rounded && (b->cached || b->unmapped); b = b->next) {
@@ -350,19 +347,39 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
     }
     if (bytes >= rounded) start = c;
   }
-  if (start == nullptr) return nullptr;  // the address range is full
+}
+
+Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) {
+  Segment* s = expandable_segment(pools, small, rounded);
+  if (s == nullptr) return nullptr;
+  Block* start = nullptr;
+  Block* last = nullptr;
+  lowest_run(*s, rounded, start, last);
+  if (start == nullptr) {
+    // The range is full: it was reserved under a lower memory limit (set_memory_limit raised
+    // it since) or cut short when address space was scarce. The stream's pool grows on in a
+    // new range; the old one keeps its blocks and goes back once empty_cache() empties it.
+    (small ? pools.expandable_small : pools.expandable_large) = nullptr;
+    s = expandable_segment(pools, small, rounded);
+    if (s == nullptr) return nullptr;
+    lowest_run(*s, rounded, start, last);
+    if (start == nullptr) return nullptr;
+  }
+  const std::size_t page = s->page;
   // What the run lacks: whole pages at the front of its unmapped blocks.
   struct Piece {
     Block* unmapped;
     std::size_t bytes;
   };
-  std::vector<Piece> plan;  // stays valid: mapping one piece merges only cached blocks
+  std::vector<Piece> plan;      // stays valid: mapping one piece merges only cached blocks
+  std::vector<Block*> growing;  // the plan's unmapped blocks
   std::size_t to_map = 0;
   std::size_t remaining = rounded;
   for (Block* b = start; remaining > 0; b = b->next) {
     const std::size_t take = b->cached ? b->size : std::min(b->size, round_up(remaining, page));
     if (!b->cached) {
       plan.push_back({b, take});
+      growing.push_back(b);
       to_map += take;
     }
     remaining -= std::min(remaining, take);
@@ -386,8 +403,9 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
     recycle = std::max(recycle, std::min(to_map, mapped_ + to_map - memory_limit_));
   }
   recycle = std::min(to_map, round_up(recycle, page));
-  const std::uintptr_t keep_from = start->address;
-  const std::uintptr_t keep_to = last->address + last->size;
+  const std::uintptr_t run_start = start->address;
+  std::vector<FreePages> sources;
+  if (recycle > 0) sources = recycling_sources(*s, growing, last, run_start + rounded);
 
   // Every piece merges with the cached space before it, so the last merge holds the whole run.
   Block* merged = nullptr;
@@ -396,7 +414,7 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
     std::size_t want = piece.bytes;
     if (recycle > 0) {
       const std::size_t asked = std::min(recycle, want);
-      const std::size_t moved = recycle_into(u, asked, keep_from, keep_to, merged);
+      const std::size_t moved = recycle_into(u, asked, sources, merged);
       recycle = moved < asked ? 0 : recycle - moved;  // fewer than asked: no free pages left
       want -= moved;
     }
@@ -408,7 +426,7 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
     record_mapping(TraceAction::segment_map, u->address, want, s->stream);
     merged = map_front(u, want);
   }
-  if (merged == nullptr || merged->address > keep_from || merged->size < rounded) {
+  if (merged == nullptr || merged->address > run_start || merged->size < rounded) {
     return nullptr;  // not reached: the plan covered the request
   }
   s->bins->remove(merged);

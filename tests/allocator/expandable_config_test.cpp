@@ -111,11 +111,10 @@ TEST(ExpandableConfig, HostPagesAsSmallAsTheOsPageMapOnlyWhatIsAskedFor) {
 
 // A stream's address range is reserved when first needed; a memory limit raised afterwards
 // (set_memory_limit: Python's set_per_process_memory_fraction, PyTorch's hook) must still let the
-// stream grow up to the new limit. DISABLED: today the range is sized by the limit at the time,
-// so the 3 GiB request below fails with OutOfMemoryError on a device with 63.5 GiB free (and a
-// message saying live allocations fill the device); enable it when ranges outgrow the old limit
-// (e.g. sized by capacity, or a second range reserved).
-TEST(ExpandableConfig, DISABLED_AMemoryLimitRaisedAfterTheRangeWasReservedStillLetsTheStreamGrow) {
+// stream grow up to the new limit. Regression: the range was sized by the limit at the time, so
+// the 3 GiB request below failed with OutOfMemoryError on a device with 63.5 GiB free; now the
+// pool grows on in a second range.
+TEST(ExpandableConfig, AMemoryLimitRaisedAfterTheRangeWasReservedStillLetsTheStreamGrow) {
   auto device = std::make_shared<SimulatedBackend>(64 * GiB);
   CachingAllocator allocator(device,
                              AllocatorConfig::parse("memory_limit:1GiB,expandable_segments:true"));

@@ -70,10 +70,9 @@ TEST(ExpandableRecycling, AlwaysMovesPagesAndReservesNoMoreThanNever) {
 // lowest run that fits is [0, 255), which lacks the gap's 78 MiB. The second block's top 121 MiB
 // are free whole pages the request does not need: moving 78 MiB of them into the gap keeps
 // reserved at 298 MiB; mapping new pages makes it 376 MiB with 121 MiB idle.
-// DISABLED: the allocator (recycle_into) skips every cached block that touches the growing run,
-// so today it maps new pages here; enable it when recycling takes the untouched part.
-TEST(ExpandableRecycling,
-     DISABLED_TakesTheFreePagesOfABlockTouchingTheGrowingRunBeyondWhatTheRunNeeds) {
+// Regression: recycling skipped every cached block touching the growing run, and mapped new
+// pages here; now it takes the part of the run's last block past what the request needs.
+TEST(ExpandableRecycling, TakesTheFreePagesOfABlockTouchingTheGrowingRunBeyondWhatTheRunNeeds) {
   for (const char* policy : {"always", "above_peak"}) {
     SCOPED_TRACE(policy);
     auto device = std::make_shared<SimulatedBackend>(64 * GiB);

@@ -6,10 +6,11 @@
 //
 // <allocator> is memscope-host, memscope-sim, glibc, mimalloc or jemalloc (for jemalloc, run
 // with LD_PRELOAD=libjemalloc.so.2 so that it is the process malloc); memscope-host-expandable
-// and memscope-sim-expandable turn on expandable_segments, whose hit path must cost the same. Run it with two pair
-// counts and divide the difference in instructions by the difference in pairs: start-up and
-// warm-up cancel out. It also prints the loop's CPU time per pair; on a busy machine the best
-// of several runs is the closest to the code's own cost. docs/benchmarks.md lists the results.
+// and memscope-sim-expandable turn on expandable_segments, whose hit path must cost the same. Run
+// it with two pair counts and divide the difference in instructions by the difference in pairs:
+// start-up and warm-up cancel out. It also prints the loop's CPU time per pair; on a busy machine
+// the best of several runs is the closest to the code's own cost. docs/benchmarks.md lists the
+// results.
 #include <time.h>
 
 #include <cstdio>

@@ -37,7 +37,7 @@ struct SegmentInfo {
   std::size_t active_size = 0;     // bytes of active blocks (allocated or pending free)
   std::size_t requested_size = 0;  // requested bytes of active blocks
   StreamId stream = kDefaultStream;
-  bool small_pool = false;        // segment_type "small" (blocks <= 1 MiB) or "large"
+  bool small_pool = false;  // segment_type "small" (blocks <= 1 MiB) or "large"
   // One contiguous mapped range of an expandable segment (expandable_segments:true): a stream
   // and pool's growable segment shows as one such segment per mapped range.
   bool is_expandable = false;

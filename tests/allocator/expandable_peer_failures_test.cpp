@@ -79,8 +79,9 @@ TEST(ExpandablePeerFailures, SplitLimitWithRecyclingKeepsPeakReservedNearPeakLiv
     // waste stays under 20 MiB (kLargeBuffer, PyTorch's rule), so allocated stays under 320 MiB.
     EXPECT_LE(run.peak_allocated, static_cast<std::int64_t>(320 * MiB))
         << "an oversize request was handed a block more than 20 MiB larger than it asked for";
-    // Fragmentation costs at most the largest request's worth of pages beyond peak live.
-    EXPECT_LE(run.peak_reserved, run.peak_allocated + static_cast<std::int64_t>(292 * MiB))
+    // Recycling moves every free whole page a miss can use: what stays is a few partly used
+    // pages (304 MiB for 299 MiB live when written; 558 MiB without recycling).
+    EXPECT_LE(run.peak_reserved, run.peak_allocated + static_cast<std::int64_t>(10 * MiB))
         << "peak reserved " << run.peak_reserved / static_cast<std::int64_t>(MiB)
         << " MiB for peak live " << run.peak_allocated / static_cast<std::int64_t>(MiB) << " MiB";
   }

@@ -69,7 +69,7 @@ TEST_P(ExpandableCudaGpu, RandomSequenceKeepsInvariantsAndContents) {
   };
   std::vector<Live> live;
   std::size_t live_bytes = 0;
-  for (int step = 0; step < 1'200; ++step) {
+  for (int step = 0; step < 800; ++step) {
     const std::size_t action = pick(0, 99);
     if (action < 55 || live.empty()) {
       const std::size_t kind = pick(0, 9);

@@ -117,15 +117,25 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   const std::size_t page = small ? small_page_ : large_page_;
   const std::size_t need = round_up(at_least, page);
   // Room for everything the limit allows, so one stream never needs a second range; smaller
-  // when the address space is short (many streams), down to what this request needs.
+  // when the address space is short, down to what this request needs.
   std::size_t size = round_up(std::min(memory_limit_, std::size_t{1} << 50), page);
   if (need > size) return nullptr;
   (small ? pools.small : pools.large).prepare();
-  void* base = nullptr;
-  while (true) {
-    base = backend_.reserve_address_range(size);
-    if (base != nullptr || size / 2 < need) break;
-    size = std::max(need, round_up(size / 2, page));
+  void* base = backend_.reserve_address_range(size);
+  if (base == nullptr) {
+    // Address space is short (RLIMIT_AS, many streams): find the largest range that still
+    // fits, then take an eighth of it, so the streams after this one find room too (a pool
+    // whose range fills up grows on in another).
+    while (base == nullptr && size > need) {
+      size = std::max(need, round_up(size / 2, page));
+      base = backend_.reserve_address_range(size);
+    }
+    const std::size_t share = std::max(need, round_up(size / 8, page));
+    if (base != nullptr && share < size) {
+      backend_.release_address_range(base, size);
+      size = share;
+      base = backend_.reserve_address_range(size);
+    }
   }
   if (base == nullptr) return nullptr;
   Segment* segment = add_segment(pools, small, base, size);

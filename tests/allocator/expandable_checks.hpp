@@ -25,6 +25,14 @@
 
 namespace memscope::testing {
 
+// Every expandable_segments_recycling policy, for INSTANTIATE_TEST_SUITE_P(..., kRecyclingPolicies,
+// policy_name): a test runs under each, named by it.
+inline const auto kRecyclingPolicies =
+    ::testing::Values("never", "at_limit", "above_peak", "always");
+inline std::string policy_name(const ::testing::TestParamInfo<const char*>& info) {
+  return info.param;
+}
+
 // The families Snapshot::totals() rebuilds and the live statistics' current values agree on.
 inline ::testing::AssertionResult totals_match(const Snapshot& snap, const MemoryStats& live) {
   const MemoryStats rebuilt = snap.totals();

@@ -111,11 +111,8 @@ TEST_P(ExpandableCudaGpu, RandomSequenceKeepsInvariantsAndContents) {
   EXPECT_TRUE(allocator.snapshot().segments.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableCudaGpu,
-                         ::testing::Values("never", "at_limit", "above_peak", "always"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableCudaGpu, ::memscope::testing::kRecyclingPolicies,
+                         ::memscope::testing::policy_name);
 
 TEST(ExpandableCudaGpuEmptyCache, ReleasedPagesShowInTheDriversFreeMemory) {
   MEMSCOPE_REQUIRE_GPU();

@@ -152,11 +152,8 @@ TEST_P(ExpandableHostSequence, EveryStepKeepsInvariantsContentsAndRssInStep) {
   EXPECT_TRUE(allocator.snapshot().segments.empty());
 }
 
-INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableHostSequence,
-                         ::testing::Values("never", "at_limit", "above_peak", "always"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableHostSequence, ::memscope::testing::kRecyclingPolicies,
+                         ::memscope::testing::policy_name);
 
 }  // namespace
 }  // namespace memscope

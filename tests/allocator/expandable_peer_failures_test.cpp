@@ -227,11 +227,8 @@ TEST_P(ExpandableOutOfMemory, TooLittleEvenAfterFlushingIsAnErrorAndTheAllocator
   allocator.deallocate(whole);
 }
 
-INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableOutOfMemory,
-                         ::testing::Values("never", "at_limit", "above_peak", "always"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableOutOfMemory, ::memscope::testing::kRecyclingPolicies,
+                         ::memscope::testing::policy_name);
 
 }  // namespace
 }  // namespace memscope

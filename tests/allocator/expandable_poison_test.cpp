@@ -87,11 +87,8 @@ TEST_P(ExpandablePoison, FreedBlocksArePoisonedAndHandedOutBlocksAreNot) {
   for (const auto& [p, size] : live) allocator.deallocate(p);
 }
 
-INSTANTIATE_TEST_SUITE_P(Recycling, ExpandablePoison,
-                         ::testing::Values("never", "at_limit", "above_peak", "always"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Recycling, ExpandablePoison, ::memscope::testing::kRecyclingPolicies,
+                         ::memscope::testing::policy_name);
 
 }  // namespace
 }  // namespace memscope

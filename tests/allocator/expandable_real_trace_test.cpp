@@ -58,11 +58,8 @@ TEST_P(ExpandableRealTrace, ReservedStaysWithinATenthOfAPercentOfPeakLive) {
   EXPECT_EQ(allocator.backend().free_bytes(), 80 * GiB);
 }
 
-INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableRealTrace,
-                         ::testing::Values("never", "at_limit", "above_peak", "always"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableRealTrace, ::memscope::testing::kRecyclingPolicies,
+                         ::memscope::testing::policy_name);
 
 }  // namespace
 }  // namespace memscope

@@ -156,11 +156,8 @@ TEST_P(ExpandableStreams, BlocksAreNeverHandedAcrossStreams) {
   allocator.deallocate(b);
 }
 
-INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableStreams,
-                         ::testing::Values("never", "at_limit", "above_peak", "always"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(Recycling, ExpandableStreams, ::memscope::testing::kRecyclingPolicies,
+                         ::memscope::testing::policy_name);
 
 }  // namespace
 }  // namespace memscope

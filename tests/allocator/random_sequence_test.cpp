@@ -290,10 +290,7 @@ TEST_P(RandomSequenceExpandable, TwentyThousandStepsWithSplitLimitAndATightMemor
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, RandomSequenceExpandable,
-                         ::testing::Values("never", "at_limit", "above_peak", "always"),
-                         [](const ::testing::TestParamInfo<const char*>& info) {
-                           return std::string(info.param);
-                         });
+                         ::memscope::testing::kRecyclingPolicies, ::memscope::testing::policy_name);
 
 }  // namespace
 }  // namespace memscope

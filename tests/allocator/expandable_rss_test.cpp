@@ -148,8 +148,8 @@ TEST(ExpandableRss, MappedPagesAreResidentAtOnceAndOnlyWhatIsMapped) {
 
 TEST(ExpandableRss, DestroyingTheAllocatorGivesBackItsPagesAndItsAddressRanges) {
   if (testing::kThreadSanitizer) GTEST_SKIP() << testing::kRssUnderTsan;
-  const std::int64_t resident_before = testing::resident_bytes();
   const std::int64_t vm_before = testing::proc_status_bytes("VmSize");
+  std::int64_t resident_alive = 0;
   {
     CachingAllocator allocator(std::make_shared<HostBackend>(),
                                AllocatorConfig::parse("expandable_segments:true"));
@@ -158,9 +158,13 @@ TEST(ExpandableRss, DestroyingTheAllocatorGivesBackItsPagesAndItsAddressRanges) 
     allocator.deallocate(cached);
     ASSERT_GT(testing::proc_status_bytes("VmSize") - vm_before,
               static_cast<std::int64_t>(96 * MiB));
+    resident_alive = testing::resident_bytes();
   }
-  EXPECT_NEAR(static_cast<double>(testing::resident_bytes()), static_cast<double>(resident_before),
-              kTolerance);
+  // The 96 MiB of pages leave with the allocator. (Measured as the drop from while it lived:
+  // under ASan the heap's own quarantine and shadow keep a few MiB more resident than before
+  // the allocator existed, which a comparison with that moment counted in CI.)
+  EXPECT_GE(resident_alive - testing::resident_bytes(),
+            static_cast<std::int64_t>(96 * MiB) - static_cast<std::int64_t>(kTolerance));
   EXPECT_LT(testing::proc_status_bytes("VmSize") - vm_before, static_cast<std::int64_t>(16 * MiB))
       << "the address ranges were not released";
 }

@@ -17,6 +17,18 @@ inline constexpr bool kThreadSanitizer = false;
 inline constexpr bool kThreadSanitizer = false;
 #endif
 
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 inline constexpr const char* kRssUnderTsan =
     "ThreadSanitizer's shadow memory is counted in RSS, so exact RSS figures are meaningless "
     "in this build (the default and ASan builds check them)";

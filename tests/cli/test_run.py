@@ -24,14 +24,6 @@ pytestmark = pytest.mark.skipif(not RUN_CHILD.exists(),
                                 reason=f"{RUN_CHILD} is not built (target memscope_run_child)")
 
 
-# Under AddressSanitizer, LeakSanitizer's check at a child's exit clones a tracer task that
-# shares the child's memory; when a sample catches it, memscope sees a child the process reaped,
-# and wait4's figure (which would include that child's) stops being the process's own. The
-# tests that expect "wait4" turn the leak check off (CI's ASan step failed on it twice).
-NO_LEAK_CHECK = {"ASAN_OPTIONS": ":".join(
-    filter(None, [os.environ.get("ASAN_OPTIONS", ""), "detect_leaks=0"]))}
-
-
 def self_report(path: Path) -> tuple[int, int]:
     """The "pid VmHWM" line a child wrote about itself."""
     pid, hwm = path.read_text().split()
@@ -55,7 +47,7 @@ def test_peak_of_a_child_that_allocates_and_frees_is_its_vmhwm(artifacts: Path) 
     out = artifacts / "hwm.txt"
     out.unlink(missing_ok=True)
     result = memscope("run", "--json", artifacts / "run.json", "--", RUN_CHILD, "alloc", "96",
-                      out, check=True, env=NO_LEAK_CHECK)
+                      out, check=True)
     pid, hwm = self_report(out)
     assert hwm > 96 * MiB
     record = record_of(artifacts / "run.json")
@@ -113,7 +105,7 @@ def test_an_orphaned_grandchild_is_adopted_and_reaped(artifacts: Path,
     out = artifacts / "orphan.txt"
     out.unlink(missing_ok=True)
     memscope("run", "--json", artifacts / "run.json", "--", RUN_CHILD, "orphan", "64", out,
-             "300", check=True, env=scan | NO_LEAK_CHECK)
+             "300", check=True, env=scan)
     pid, hwm = self_report(out)
     grandchild = process(record_of(artifacts / "run.json"), pid)
     # memscope was its subreaper: it reaped it and got the kernel's figure from wait4.

@@ -4,6 +4,10 @@ Markdown tables of docs/benchmarks.md, so the document is regenerated, never han
 
 Usage: bench/summarize.py build/bench-results.json [build/bench-results-jemalloc.json ...]
 
+`make bench` also merges "instructions_per_pair" (bench/instructions_per_pair.py) and
+"thread_scaling" (memscope_thread_scaling) into build/bench-results.json; when present they are
+shown first, as the hot-path tables of issue 14.
+
 Every figure is the median over repetitions (run with --benchmark_repetitions=N), with the
 minimum in parentheses where the spread matters. Ratios are peer ÷ memscope on medians: above
 1 memscope is faster, below 1 the peer is. Single-threaded pairs are CPU time per pair. Two-
@@ -20,13 +24,16 @@ PEERS = ["glibc", "jemalloc", "mimalloc"]
 
 
 def load(paths):
-    """run_name -> list of iteration entries (one per repetition)."""
+    """run_name -> list of iteration entries (one per repetition), and every file's top-level
+    objects other than "benchmarks" (context, instructions_per_pair, thread_scaling)."""
     runs = defaultdict(list)
     context = {}
     for path in paths:
         with open(path) as f:
             data = json.load(f)
-        context.setdefault(path, data.get("context", {}))
+        for key, value in data.items():
+            if key != "benchmarks":
+                context.setdefault(key, value)
         for b in data["benchmarks"]:
             if b.get("run_type") == "iteration" and not b.get("error_occurred"):
                 runs[b["run_name"]].append(b)
@@ -128,8 +135,46 @@ def mixed_table(runs):
               f"{'' if reserves is None else f'{reserves:g}'} |")
 
 
+def instructions_table(report):
+    sizes = report["sizes"]
+    print(f"Counted by {report['method']}; user-space instructions per allocate+free pair "
+          f"(goal: memscope <= {report['goal_memscope_max']}: "
+          f"{'met' if report['goal_met'] else 'missed'}).\n")
+    print("| allocator | " + " | ".join(human(s) for s in sizes) + " |")
+    print("|---|" + "---:|" * len(sizes))
+    for name, row in report["allocators"].items():
+        cells = ["n/a" if row.get(str(s)) is None else f"{row[str(s)]:,.0f}" for s in sizes]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+def thread_scaling_table(report):
+    print(f"Pairs per second of all threads together, {report['seconds_per_run']} s per run; "
+          f"ratios are the median over {report['repetitions']} repetitions (min in parentheses) "
+          f"of N threads ÷ 1 thread in the same repetition; cores: CPU seconds the threads got "
+          f"per wall second (median). {report['hardware_threads']} hardware threads, load "
+          f"average {report['load_average_before']} before, {report['load_average_after']} "
+          f"after.\n")
+    print("| subject | stream | size | 1T pairs/s | 2T ÷ 1T | 8T ÷ 1T | cores 1T / 2T / 8T |")
+    print("|---|---|---|---:|---:|---:|---|")
+    for r in report["rows"]:
+        cores = r["cores_used"]
+        print(f"| {r['subject']} | {r['stream'] or '—'} | {human(r['size']) if r['size'] else '—'} "
+              f"| {r['pairs_per_second']['1']:,.0f} "
+              f"| {r['ratio_2_1']:.2f} ({r['ratio_2_1_min']:.2f}) "
+              f"| {r['ratio_8_1']:.2f} ({r['ratio_8_1_min']:.2f}) "
+              f"| {cores['1']:.2f} / {cores['2']:.2f} / {cores['8']:.2f} |")
+
+
 def main(paths):
-    runs, _ = load(paths)
+    runs, extra = load(paths)
+    if "instructions_per_pair" in extra:
+        print("### Hot path: instructions per hit pair (issue 14)\n")
+        instructions_table(extra["instructions_per_pair"])
+        print()
+    if "thread_scaling" in extra:
+        print("### Hot path: threads sharing one allocator (issue 14)\n")
+        thread_scaling_table(extra["thread_scaling"])
+        print()
     print("### Cache-hit pair, one thread (CPU time per allocate+free pair: median (min))\n")
     hit_pair_table(runs, "", "cpu_time")
     print("\n### Cache-hit pair, two threads (wall time ÷ pairs done by both threads: median (min))\n")

@@ -1,6 +1,7 @@
 // Reports of a `memscope run` recording and of saved metrics (report_builders.hpp); the replay's
 // is in report_replay.cpp and the Report's JSON in report_json.cpp.
 #include "report_builders.hpp"
+#include "run_ranks.hpp"
 #include "run_summary.hpp"
 
 #include <algorithm>
@@ -111,6 +112,34 @@ std::string metrics_text(const std::map<std::string, std::int64_t>& metrics) {
   return out.empty() ? "-" : out;
 }
 
+// One row per rank of a distributed job, and the max and which rank under it.
+Table ranks_table(const std::vector<RunRank>& ranks) {
+  Table table{"Ranks",
+              {"rank", "local rank", "pid", "peak RSS", "source", "peak GPU", "processes",
+               "own process", "sum of peaks", "stages"},
+              {true, true, true, true, false, true, true, true, true, false},
+              {},
+              {}};
+  for (const RunRank& r : ranks) {
+    std::string stages;
+    for (const std::string& s : r.stages) stages += (stages.empty() ? "" : ", ") + s;
+    table.rows.push_back({std::to_string(r.rank),
+                          r.local_rank ? std::to_string(*r.local_rank) : "-", std::to_string(r.pid),
+                          bytes_or_dash(r.peak_rss), r.peak_rss_source, bytes_or_dash(r.peak_gpu),
+                          std::to_string(r.pids.size()), bytes_or_dash(r.own_peak_rss),
+                          bytes_or_dash(r.sum_of_peaks), stages.empty() ? "-" : stages});
+  }
+  const RankSpread spread = rank_spread(ranks, &RunRank::peak_rss);
+  if (spread.max != nullptr) {
+    table.note = fmt::format(
+        "max peak RSS {} on rank {}, min {} on rank {}; a rank with children (which inherit "
+        "its rank) peaks at the larger of its own process's peak and their summed RSS sampled",
+        format_bytes(spread.max->peak_rss), spread.max->rank, format_bytes(spread.min->peak_rss),
+        spread.min->rank);
+  }
+  return table;
+}
+
 }  // namespace
 
 Report report_of_run(const RunRecord& record) {
@@ -131,6 +160,13 @@ Report report_of_run(const RunRecord& record) {
     report.summary.emplace_back("host memory", format_bytes(record.host_total));
   if (record.cgroup_limit >= 0) {
     report.summary.emplace_back("cgroup limit", format_bytes(record.cgroup_limit));
+  }
+  if (const RankSpread spread = rank_spread(record.ranks, &RunRank::peak_rss);
+      spread.max != nullptr) {
+    report.summary.emplace_back("ranks", std::to_string(record.ranks.size()));
+    report.summary.emplace_back(
+        "max peak RSS over ranks",
+        fmt::format("{} (rank {})", format_bytes(spread.max->peak_rss), spread.max->rank));
   }
   report.summary.emplace_back("GPU memory",
                               record.gpu_status == "nvml" ? "watched (NVML)" : "not watched");
@@ -174,6 +210,7 @@ Report report_of_run(const RunRecord& record) {
                               bytes_or_dash(p.peak_gpu), seconds(end - p.start), exit_text(p)});
   }
   report.tables.push_back(std::move(processes));
+  if (!record.ranks.empty()) report.tables.push_back(ranks_table(record.ranks));
   if (!record.stages.empty()) {
     Table stages{"Stages",
                  {"stage", "pid", "begin", "duration", "tree RSS peak", "exact figures"},

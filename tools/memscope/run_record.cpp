@@ -29,20 +29,52 @@ Json optional_int(const std::optional<int>& value) {
   return value ? Json(*value) : Json(nullptr);
 }
 
+Json rank_env_to_json(const RankEnv& env) {
+  return Json{{"rank", optional_int(env.rank)},
+              {"variable", env.rank_variable},
+              {"local_rank", optional_int(env.local_rank)},
+              {"world_size", optional_int(env.world_size)},
+              {"local_world_size", optional_int(env.local_world_size)}};
+}
+
 Json process_to_json(const RunProcess& p) {
-  return Json{{"pid", p.pid},
-              {"ppid", p.ppid},
-              {"command", p.command},
-              {"start", p.start},
-              {"end", p.end},
-              {"peak_rss", p.peak_rss},
-              {"peak_rss_source", p.peak_rss_source},
-              {"peak_gpu", p.peak_gpu},
-              {"exit_code", optional_int(p.exit_code)},
-              {"exit_signal", optional_int(p.exit_signal)},
-              {"t", p.t},
-              {"rss", p.rss},
-              {"gpu", p.gpu}};
+  Json json{{"pid", p.pid},
+            {"ppid", p.ppid},
+            {"command", p.command},
+            {"start", p.start},
+            {"end", p.end},
+            {"peak_rss", p.peak_rss},
+            {"peak_rss_source", p.peak_rss_source},
+            {"peak_gpu", p.peak_gpu},
+            {"exit_code", optional_int(p.exit_code)},
+            {"exit_signal", optional_int(p.exit_signal)},
+            {"t", p.t},
+            {"rss", p.rss},
+            {"gpu", p.gpu}};
+  if (p.rank.rank) json["rank"] = rank_env_to_json(p.rank);
+  return json;
+}
+
+Json rank_to_json(const RunRank& r) {
+  return Json{{"rank", r.rank},
+              {"variable", r.variable},
+              {"local_rank", optional_int(r.local_rank)},
+              {"world_size", optional_int(r.world_size)},
+              {"local_world_size", optional_int(r.local_world_size)},
+              {"pid", r.pid},
+              {"command", r.command},
+              {"pids", r.pids},
+              {"peak_rss", r.peak_rss},
+              {"peak_rss_source", r.peak_rss_source},
+              {"own_peak_rss", r.own_peak_rss},
+              {"sampled_peak_rss", r.sampled_peak_rss},
+              {"sum_of_peaks", r.sum_of_peaks},
+              {"peak_gpu", r.peak_gpu},
+              {"start", r.start},
+              {"end", r.end},
+              {"exit_code", optional_int(r.exit_code)},
+              {"exit_signal", optional_int(r.exit_signal)},
+              {"stages", r.stages}};
 }
 
 Json mark_to_json(const RunMark& m) {
@@ -139,6 +171,22 @@ class Fields {
     return out;
   }
 
+  // The object at `key`, read with the same source and a path naming it.
+  [[nodiscard]] Fields object(const char* key) const { return {at(key), name(key), source_}; }
+  [[nodiscard]] bool has(const char* key) const {
+    const auto it = object_.find(key);
+    return it != object_.end() && !it->is_null();
+  }
+  [[nodiscard]] std::vector<std::string> texts(const char* key) const {
+    std::vector<std::string> out;
+    const Json& values = array(key);
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      if (!values[i].is_string()) fail(fmt::format("{}[{}]", name(key), i), "must be a string");
+      out.push_back(values[i].get<std::string>());
+    }
+    return out;
+  }
+
   [[nodiscard]] std::string name(const char* key) const {
     return path_.empty() ? std::string(key) : path_ + "." + key;
   }
@@ -175,7 +223,42 @@ RunProcess process_from_json(const Fields& f) {
   if (!p.gpu.empty() && p.gpu.size() != p.t.size()) {
     f.fail(f.name("gpu"), "must be empty or have one value per entry of 't'");
   }
+  if (f.has("rank")) {
+    const Fields r = f.object("rank");
+    p.rank.rank = r.optional_small_int("rank");
+    p.rank.rank_variable = r.text("variable");
+    p.rank.local_rank = r.optional_small_int("local_rank");
+    p.rank.world_size = r.optional_small_int("world_size");
+    p.rank.local_world_size = r.optional_small_int("local_world_size");
+  }
   return p;
+}
+
+RunRank rank_from_json(const Fields& f) {
+  RunRank r;
+  r.rank = f.small_int("rank");
+  r.variable = f.text("variable");
+  r.local_rank = f.optional_small_int("local_rank");
+  r.world_size = f.optional_small_int("world_size");
+  r.local_world_size = f.optional_small_int("local_world_size");
+  r.pid = f.small_int("pid");
+  r.command = f.text("command");
+  for (const std::int64_t pid : f.numbers<std::int64_t>("pids")) {
+    if (pid < 0 || pid > INT32_MAX) f.fail(f.name("pids"), "must hold process ids");
+    r.pids.push_back(static_cast<int>(pid));
+  }
+  r.peak_rss = f.integer("peak_rss");
+  r.peak_rss_source = f.text("peak_rss_source");
+  r.own_peak_rss = f.integer("own_peak_rss");
+  r.sampled_peak_rss = f.integer("sampled_peak_rss");
+  r.sum_of_peaks = f.integer("sum_of_peaks");
+  r.peak_gpu = f.integer("peak_gpu");
+  r.start = f.number("start");
+  r.end = f.number("end");
+  r.exit_code = f.optional_small_int("exit_code");
+  r.exit_signal = f.optional_small_int("exit_signal");
+  r.stages = f.texts("stages");
+  return r;
 }
 
 RunMark mark_from_json(const Fields& f) {
@@ -236,28 +319,34 @@ Json run_record_to_json(const RunRecord& record) {
   for (const RunStage& s : record.stages) stages.push_back(stage_to_json(s));
   Json gpus = Json::array();
   for (const RunGpu& g : record.gpus) gpus.push_back(gpu_to_json(g));
-  return Json{{"format", kRunFormat},
-              {"version", kRunFormatVersion},
-              {"command", record.command},
-              {"start_unix", record.start_unix},
-              {"duration", record.duration},
-              {"interval", record.interval},
-              {"exit_code", record.exit_code},
-              {"child_exit_code", optional_int(record.child_exit_code)},
-              {"child_signal", optional_int(record.child_signal)},
-              {"gpu_status", record.gpu_status},
-              {"host_total", record.host_total},
-              {"cgroup_limit", record.cgroup_limit},
-              {"t", record.t},
-              {"tree_rss", record.tree_rss},
-              {"tree_gpu", record.tree_gpu},
-              {"peak_tree_rss", record.peak_tree_rss},
-              {"peak_tree_rss_t", record.peak_tree_rss_t},
-              {"gpus", std::move(gpus)},
-              {"processes", std::move(processes)},
-              {"marks", std::move(marks)},
-              {"stages", std::move(stages)},
-              {"notes", record.notes}};
+  Json json{{"format", kRunFormat},
+            {"version", kRunFormatVersion},
+            {"command", record.command},
+            {"start_unix", record.start_unix},
+            {"duration", record.duration},
+            {"interval", record.interval},
+            {"exit_code", record.exit_code},
+            {"child_exit_code", optional_int(record.child_exit_code)},
+            {"child_signal", optional_int(record.child_signal)},
+            {"gpu_status", record.gpu_status},
+            {"host_total", record.host_total},
+            {"cgroup_limit", record.cgroup_limit},
+            {"t", record.t},
+            {"tree_rss", record.tree_rss},
+            {"tree_gpu", record.tree_gpu},
+            {"peak_tree_rss", record.peak_tree_rss},
+            {"peak_tree_rss_t", record.peak_tree_rss_t},
+            {"gpus", std::move(gpus)},
+            {"processes", std::move(processes)},
+            {"marks", std::move(marks)},
+            {"stages", std::move(stages)},
+            {"notes", record.notes}};
+  if (!record.ranks.empty()) {
+    Json ranks = Json::array();
+    for (const RunRank& r : record.ranks) ranks.push_back(rank_to_json(r));
+    json["ranks"] = std::move(ranks);
+  }
+  return json;
 }
 
 RunRecord run_record_from_json(const Json& json, const std::string& source) {
@@ -303,6 +392,7 @@ RunRecord run_record_from_json(const Json& json, const std::string& source) {
   r.processes = list_from_json<RunProcess>(f, "processes", source, process_from_json);
   r.marks = list_from_json<RunMark>(f, "marks", source, mark_from_json);
   r.stages = list_from_json<RunStage>(f, "stages", source, stage_from_json);
+  if (f.has("ranks")) r.ranks = list_from_json<RunRank>(f, "ranks", source, rank_from_json);
   if (json.contains("notes")) {
     const Json& notes = f.array("notes");
     for (std::size_t i = 0; i < notes.size(); ++i) {

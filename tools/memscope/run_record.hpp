@@ -14,6 +14,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "rank_env.hpp"
+
 namespace memscope::cli {
 
 struct RunProcess {
@@ -35,6 +37,10 @@ struct RunProcess {
   std::vector<double> t;
   std::vector<std::int64_t> rss;
   std::vector<std::int64_t> gpu;  // empty when no GPU is watched
+  // The rank of a distributed job its environment names (rank_env.hpp); rank unset when it
+  // names none or could not be read. In the JSON as "rank": {"rank", "variable", "local_rank",
+  // "world_size", "local_world_size"} (null for what is unset), absent for no rank.
+  RankEnv rank;
 };
 
 // A stage mark a process wrote to MEMSCOPE_MARKS_FD (include/memscope/stage_marks.hpp).
@@ -65,6 +71,32 @@ struct RunGpu {
   std::vector<std::int64_t> used;  // device-wide used memory, one per sample
 };
 
+// One rank of a distributed job (torchrun, mpirun): the processes whose environment names that
+// rank (run_ranks.hpp says how they are grouped and summed).
+struct RunRank {
+  int rank = 0;
+  std::string variable;  // where the rank came from: "RANK", "OMPI_COMM_WORLD_RANK", ...
+  std::optional<int> local_rank;
+  std::optional<int> world_size;
+  std::optional<int> local_world_size;
+  int pid = 0;            // the rank's own process: the first whose parent is not of this rank
+  std::string command;    // its command line
+  std::vector<int> pids;  // every process of the rank, its own first
+  // The rank's peak: its own process's peak, or the highest sample of all its processes'
+  // summed RSS where that is larger (run_ranks.hpp); peak_rss_source says which.
+  std::int64_t peak_rss = -1;
+  std::string peak_rss_source;         // its own process's source, or "sampled sum"
+  std::int64_t own_peak_rss = -1;      // the peak of its own process alone
+  std::int64_t sampled_peak_rss = -1;  // highest sample of the rank's processes' summed RSS
+  std::int64_t sum_of_peaks = -1;      // every process's own peak summed: an upper bound
+  std::int64_t peak_gpu = -1;          // sum of its processes' GPU peaks; -1: none seen
+  double start = 0.0;                  // its own process's first sighting
+  double end = -1.0;                   // and its end; -1: still running at the end
+  std::optional<int> exit_code;        // its own process's, when memscope reaped it
+  std::optional<int> exit_signal;
+  std::vector<std::string> stages;  // the stages its processes marked, in order of begin
+};
+
 struct RunRecord {
   std::vector<std::string> command;
   double start_unix = 0.0;  // when the command started, seconds since the epoch
@@ -83,7 +115,10 @@ struct RunRecord {
   std::vector<RunProcess> processes;  // in order of first appearance
   std::vector<RunMark> marks;         // in order of arrival
   std::vector<RunStage> stages;       // in order of begin
-  std::int64_t peak_tree_rss = -1;    // highest sample of tree_rss
+  // Per rank of a distributed job, sorted by rank; empty when no process named a rank.
+  // Optional in the JSON (absent: none).
+  std::vector<RunRank> ranks;
+  std::int64_t peak_tree_rss = -1;  // highest sample of tree_rss
   double peak_tree_rss_t = 0.0;
   // What a reader should know about how the figures were taken ("3 lines on the marks pipe were
   // not marks"). Optional in the JSON (absent: none).

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "memscope/units.hpp"
+#include "run_ranks.hpp"
 #include "text_table.hpp"
 
 namespace memscope::cli {
@@ -100,6 +102,81 @@ std::string stages_table(const RunRecord& record) {
   return table.render(2);
 }
 
+std::string optional_text(const std::optional<int>& value) {
+  return value ? std::to_string(*value) : "-";
+}
+
+std::string joined_stages(const std::vector<std::string>& stages) {
+  std::string text;
+  for (const std::string& s : stages) text += (text.empty() ? "" : ", ") + s;
+  return text.empty() ? "-" : shorten_command(text, kCommandWidth);
+}
+
+// "Peak RSS over ranks: max 262 MiB (rank 3), min ..." ("" when no rank knows the figure).
+std::string spread_line(const std::vector<RunRank>& ranks, const char* what,
+                        std::int64_t RunRank::*figure) {
+  const RankSpread spread = rank_spread(ranks, figure);
+  if (spread.known == 0) return {};
+  return fmt::format(
+      "{} over ranks: max {} (rank {}), min {} (rank {}), mean {} ({} of {} ranks)\n", what,
+      format_bytes(spread.max->*figure), spread.max->rank, format_bytes(spread.min->*figure),
+      spread.min->rank, format_bytes(spread.mean), spread.known, ranks.size());
+}
+
+std::string ranks_table(const RunRecord& record) {
+  const std::vector<RunRank>& ranks = record.ranks;
+  const bool gpu = !record.tree_gpu.empty();
+  const bool shared =
+      std::any_of(ranks.begin(), ranks.end(), [](const RunRank& r) { return r.pids.size() > 1; });
+  // Columns appear only where they say something: GPU when watched, a rank's own process and
+  // the upper bound when some rank has more than one process.
+  std::vector<TextTable::Column> columns{
+      {"rank", true}, {"local", true}, {"pid", true}, {"peak RSS", true}, {"source", false}};
+  if (gpu) columns.push_back({"peak GPU", true});
+  columns.push_back({"processes", true});
+  if (shared) {
+    columns.push_back({"own process", true});
+    columns.push_back({"sum of peaks", true});
+  }
+  columns.push_back({"stages", false});
+  TextTable table(std::move(columns));
+  for (const RunRank& r : ranks) {
+    std::vector<std::string> row{std::to_string(r.rank), optional_text(r.local_rank),
+                                 std::to_string(r.pid), bytes_or_dash(r.peak_rss),
+                                 r.peak_rss_source};
+    if (gpu) row.push_back(bytes_or_dash(r.peak_gpu));
+    row.push_back(std::to_string(r.pids.size()));
+    if (shared) {
+      row.push_back(bytes_or_dash(r.own_peak_rss));
+      row.push_back(bytes_or_dash(r.sum_of_peaks));
+    }
+    row.push_back(joined_stages(r.stages));
+    table.add_row(std::move(row));
+  }
+  std::string variables;
+  for (const RunRank& r : ranks) {
+    if (variables.find(r.variable) == std::string::npos)
+      variables += (variables.empty() ? "" : ", ") + r.variable;
+  }
+  std::string text = fmt::format("\nRanks (from each process's environment: {})\n", variables);
+  text += table.render(2);
+  text += spread_line(ranks, "Peak RSS", &RunRank::peak_rss);
+  if (gpu) text += spread_line(ranks, "Peak GPU", &RunRank::peak_gpu);
+  const std::optional<int> world = ranks.front().world_size;
+  if (world && static_cast<std::size_t>(*world) > ranks.size()) {
+    text += fmt::format("{} of the job's {} ranks ran under memscope (the others ran elsewhere)\n",
+                        ranks.size(), *world);
+  }
+  if (shared) {
+    text +=
+        "A rank's processes are its own and its children, which inherit its rank (DataLoader "
+        "workers...). With more than one, its peak RSS is the larger of its own process's "
+        "peak and the highest sample of their summed RSS (a lower bound: they peak at "
+        "different times); \"sum of peaks\" adds each process's own peak (an upper bound).\n";
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string shorten_command(const std::string& command, std::size_t width) {
@@ -133,6 +210,7 @@ std::string format_run_summary(const RunRecord& record) {
                      seconds_text(record.duration), record.processes.size(),
                      record.processes.size() == 1 ? "" : "es");
   out += "\nProcesses\n" + processes_table(record, record.duration);
+  if (!record.ranks.empty()) out += ranks_table(record);
   if (!record.stages.empty()) out += "\nStages\n" + stages_table(record);
   const RunStage* peak_stage = stage_at(record, record.peak_tree_rss_t);
   out += fmt::format("\nTree peak: {} at {}{} (the sum of the tree's RSS, sampled every {:g} ms)\n",

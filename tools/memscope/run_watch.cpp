@@ -14,7 +14,9 @@
 #include "memscope/device_probe.hpp"
 #include "probes/proc_files.hpp"
 #include "process_tree.hpp"
+#include "rank_env.hpp"
 #include "run_marks.hpp"
+#include "run_ranks.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -176,7 +178,12 @@ void RunWatcher::sample(std::int64_t now_ns) {
     if (state.comm != p.comm) {
       if (!state.comm.empty()) process.command = read_command_line(p.pid);
       state.comm = p.comm;
+      process.rank = {};  // it exec'd: its environment may be another one
     }
+    // Until a rank is found the environment is read again at every sample: a launcher's child
+    // shows the launcher's environment between its fork and its exec, and the exec need not
+    // change its name (python starting python).
+    if (!process.rank.rank) process.rank = read_rank_env(p.pid);
     state.last_alive = t;
     state.hwm_max = std::max(state.hwm_max, p.hwm);
     process.t.push_back(t);
@@ -336,6 +343,7 @@ RunRecord RunWatcher::finish(std::int64_t now_ns, std::vector<std::string> comma
   record_.exit_code = exit_code;
   record_.stages =
       pair_stages(record_.marks, record_.t, record_.tree_rss, record_.tree_gpu, record_.duration);
+  record_.ranks = group_ranks(record_);
   return std::move(record_);
 }
 

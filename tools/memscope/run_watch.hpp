@@ -1,7 +1,8 @@
 // What `memscope run` learns about its command's process tree while it runs: samples of every
 // process's RSS and kernel peak (VmHWM) and GPU memory, the exit of each process it reaps, and
 // the stage marks; finish() turns it into a RunRecord with each process's peak and where that
-// peak came from.
+// peak came from, and the rank of a distributed job each process's environment names, grouped
+// into the record's ranks (run_ranks.hpp).
 //
 // Peak RSS of a process = the largest of
 //   - the highest VmHWM read while it lived ("VmHWM" when it was still alive at the end of the

@@ -6,7 +6,8 @@ tracker with the Hugging Face Trainer's metric names (``memscope.Tracker``, ``me
 host memory readings (``memscope.host``), traces (``memscope.load_trace``: a PyTorch snapshot or
 an RMM log replayed on a simulated device, its peak explained, settings compared, the smallest
 device it fits on found), and integrations with PyTorch (``memscope.torch``)
-and the Trainer (``memscope.hf``), both imported on first use: ``import memscope`` imports
+and the Trainer (``memscope.hf``), both imported on first use, as is ``memscope.distributed``
+(metrics gathered across ranks): ``import memscope`` imports
 neither torch nor transformers; ``memscope.hf`` (or ``memscope.torch``) imports the module then,
 and raises its ImportError where transformers (or torch) is missing.
 
@@ -117,14 +118,16 @@ __all__ += [
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use
+    from . import distributed as distributed
     from . import hf as hf
     from . import torch as torch
 
-_ON_DEMAND = ("hf", "torch")
+_ON_DEMAND = ("hf", "torch", "distributed")
 
 
 def __getattr__(name: str) -> ModuleType:
-    """memscope.hf and memscope.torch, imported on first use (PEP 562)."""
+    """memscope.hf, memscope.torch and memscope.distributed (metrics across ranks; it imports
+    torch or mpi4py only when a gather runs), imported on first use (PEP 562)."""
     if name in _ON_DEMAND:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,6 +29,14 @@ What it writes, and what it never does:
   values stay in place and memscope's go under ``*_memscope_*`` (``eval_memscope_cpu_alloc_delta``,
   ``before_init_memscope_cpu``), said once in the log.
 
+In a distributed run (torch.distributed initialised with more than one rank; the Trainer calls
+the callback on every rank) each stage's metrics are gathered across ranks
+(``memscope.distributed.gather``): rank 0 logs the cross-rank table, its Trainer dicts (and so
+``all_results.json``) get the reduction, each key as its max over ranks with ``{key}_rank`` (the
+rank holding it), ``{key}_min`` and ``{key}_mean``, and every rank's own values go to
+``<output_dir>/memscope_ranks.json``; the other ranks' dicts keep their own values.
+See docs/distributed.md.
+
 Added with ``trainer.add_callback()`` after construction and never attached, it has nothing but
 callback events: "train" runs from on_train_begin to the Trainer's final log of train()'s
 metrics (else on_train_end); an evaluation or prediction is measured from its first
@@ -40,7 +48,10 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, Optional
 
@@ -49,6 +60,7 @@ try:
 except ImportError as _e:  # pragma: no cover - exercised only where transformers is absent
     raise ImportError("memscope.hf needs transformers (pip install transformers)") from _e
 
+from . import distributed
 from ._api import no_gpu_here
 from ._tracking import Tracker
 
@@ -61,6 +73,7 @@ _STAGES = {"train": "train", "evaluate": "eval", "predict": "test"}
 _PENDING = "prediction"  # callback-only mode: eval or test is known only when it ends
 _OURS = frozenset([*_STAGES.values(), _PENDING])
 _Metrics = dict[str, Any]
+RANKS_FILE = "memscope_ranks.json"  # every rank's values, next to all_results.json
 
 
 def _metrics_of(result: Any) -> Optional[_Metrics]:
@@ -130,9 +143,16 @@ class MemoryMetricsCallback(TrainerCallback):
     log: also log the metrics (trainer.log when attached, else state.log_history and logging).
     last_metrics: everything memscope measured at its last report, runtimes included, under
     memscope's own names.
+    across_ranks: gather each stage's metrics over the ranks (None: when torch.distributed is
+    initialised with more than one rank). Every rank must run the same stages, as the Trainer
+    does; a rank that does not reach a gather within ``gather_timeout`` seconds makes the others
+    raise memscope.distributed.GatherTimeout naming it.
+    rank_table: on rank 0, the last cross-rank table (memscope.distributed.RankTable).
     """
 
-    def __init__(self, tracker: Optional[Tracker] = None, *, log: bool = True) -> None:
+    def __init__(self, tracker: Optional[Tracker] = None, *, log: bool = True,
+                 across_ranks: Optional[bool] = None,
+                 gather_timeout: float = distributed.DEFAULT_TIMEOUT) -> None:
         # Modes are text: Trainer integrations (TensorBoard, W&B) log scalars, so they are said
         # once in the log instead of in every metrics dict.
         self.tracker = tracker if tracker is not None else Tracker(report_modes=False)
@@ -142,6 +162,9 @@ class MemoryMetricsCallback(TrainerCallback):
         self._pending = False
         self._said_renamed = False
         self.last_metrics: dict[str, Any] = {}
+        self.across_ranks = across_ranks
+        self.gather_timeout = gather_timeout
+        self.rank_table: Optional[distributed.RankTable] = None
 
     # Exact mode ---------------------------------------------------------------------------
 
@@ -193,7 +216,10 @@ class MemoryMetricsCallback(TrainerCallback):
             metrics = {(name + "_" + k[len(prefix):]) if k.startswith(prefix) else k: v
                        for k, v in metrics.items()}
         self.last_metrics = dict(metrics)
-        self._publish(self._for_trainer(metrics, returned, args), returned, state)
+        ours = self._for_trainer(metrics, returned, args)
+        if self._distributed():
+            ours = self._reduce_over_ranks(ours, returned, args)
+        self._publish(ours, returned, state)
 
     def _for_trainer(self, metrics: _Metrics, returned: Optional[_Metrics], args: Any) -> _Metrics:
         """memscope's metrics as they may go into the Trainer's dicts: never over a key the
@@ -211,6 +237,63 @@ class MemoryMetricsCallback(TrainerCallback):
             logger.debug("memscope leaves the Trainer's %s as they are (its own: %s)",
                          sorted(set(metrics) - set(kept)), self.last_metrics)
         return kept
+
+    # Across ranks ---------------------------------------------------------------------------
+
+    def _distributed(self) -> bool:
+        if self.across_ranks is not None:
+            return self.across_ranks
+        if "torch" not in sys.modules:  # a run that never loaded torch is not distributed
+            return False
+        import torch.distributed as dist
+        return bool(dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1)
+
+    def _reduce_over_ranks(self, metrics: _Metrics, returned: Optional[_Metrics],
+                           args: Any) -> _Metrics:
+        """Gathers the numbers to rank 0; there: logs the table, writes every rank's values to
+        memscope_ranks.json and returns the reduction (max, {key}_rank, _min, _mean) in place of
+        rank 0's own values. Other ranks keep theirs."""
+        numbers = {k: v for k, v in metrics.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        table = distributed.gather(numbers, dst=0, timeout=self.gather_timeout)
+        if table is None:
+            return metrics
+        self.rank_table = table
+        logger.info("memory metrics across ranks:\n%s", table.format())
+        out = dict(metrics)
+        for key, r in table.reductions.items():
+            out[key] = r.max
+            out.update({key + "_rank": r.argmax, key + "_min": r.min, key + "_mean": r.mean})
+        if returned is not None:  # never over a key the Trainer wrote
+            out = {k: v for k, v in out.items() if k in metrics or k not in returned}
+        self._write_ranks(table, args)
+        return out
+
+    def _write_ranks(self, table: distributed.RankTable, args: Any) -> None:
+        """Merges every rank's values into <output_dir>/memscope_ranks.json (atomically; a
+        file from a run with another world size is replaced)."""
+        if args is None and self._trainer is not None:
+            args = getattr(self._trainer, "args", None)
+        output_dir = getattr(args, "output_dir", None)
+        if not output_dir:
+            logger.debug("memscope: no output_dir, per-rank metrics not saved")
+            return
+        path = os.path.join(output_dir, RANKS_FILE)
+        ranks: list[dict[str, Any]] = [{} for _ in range(table.world_size)]
+        try:
+            with open(path) as f:
+                old = json.load(f)
+            if old.get("world_size") == table.world_size:
+                ranks = [dict(r) for r in old["ranks"]]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # no file yet, or not ours: start afresh
+        for mine, new in zip(ranks, table.ranks, strict=True):
+            mine.update(new)
+        os.makedirs(output_dir, exist_ok=True)
+        with open(path + ".tmp", "w") as f:
+            json.dump({"world_size": table.world_size, "ranks": ranks}, f, indent=2,
+                      sort_keys=True)
+        os.replace(path + ".tmp", path)
 
     def _publish(self, metrics: _Metrics, returned: Optional[_Metrics], state: Any) -> None:
         if returned is not None:

@@ -21,6 +21,8 @@ _sim_sizes = itertools.count(1)
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "gpu: needs a CUDA GPU (skipped without one)")
+    config.addinivalue_line("markers", "distributed: launches ranks with torchrun / mpirun "
+                            "(ctest's python_distributed_tests)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,0 +1,51 @@
+"""A rank of a distributed job for the tests of `memscope run`'s per-rank lines: started by
+torchrun, mpirun or by hand with RANK set. It touches (rank + 1) * MIB MiB, writes its pid to
+OUT/rank-<rank>.pid, holds the memory for HOLD seconds (so that memscope samples it) and exits.
+With WORKER_MIB > 0 it first forks a worker (as a DataLoader would) that touches WORKER_MIB MiB,
+writes OUT/worker-<rank>.pid and holds it as long; the worker inherits the rank's environment.
+
+    python rank_child.py MIB HOLD OUT [WORKER_MIB]
+
+No torch import: torchrun only sets the environment, and importing torch costs seconds a rank.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
+
+
+def touched(mib: int) -> bytearray:
+    block = bytearray(mib << 20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    return block
+
+
+def main() -> None:
+    mib, hold, out = int(sys.argv[1]), float(sys.argv[2]), Path(sys.argv[3])
+    worker_mib = int(sys.argv[4]) if len(sys.argv) > 4 else 0
+    rank = next(int(os.environ[v]) for v in RANK_VARIABLES if v in os.environ)
+    worker = 0
+    if worker_mib > 0:
+        worker = os.fork()
+        if worker == 0:
+            block = touched(worker_mib)
+            (out / f"worker-{rank}.pid").write_text(str(os.getpid()))
+            time.sleep(hold)
+            del block
+            os._exit(0)
+    block = touched((rank + 1) * mib)
+    (out / f"rank-{rank}.pid").write_text(str(os.getpid()))
+    time.sleep(hold)
+    del block
+    if worker:
+        os.waitpid(worker, 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,8 +1,9 @@
 """`memscope run` in front of real launchers (label distributed): mpirun -np 4 (Open MPI) and
 torchrun --nproc_per_node 4 start rank_child.py, which touches (rank + 1) * 64 MiB per rank. The
 summary must show 4 rank lines sorted by rank, each rank's peak at least its known amount and
-ordered as the amounts are, the max on rank 3; the recording's "ranks" array the same, each rank
-the process that says it is that rank. The launcher is not a rank.
+ordered as the amounts are, the max on rank 3, the stages each rank marked (one only rank 0
+ran); the recording's "ranks" array the same, each rank the process that says it is that rank.
+The launcher is not a rank.
 
 Skipped where mpirun or torch is not installed (scripts/bootstrap installs both).
 """
@@ -56,6 +57,9 @@ def check_ranks(stdout: str, json_path: Path, pids: Path, variable: str, launche
         assert r["peak_rss"] < known + STEP_MIB * MiB, (r, known)
         peaks.append(r["peak_rss"])
     assert peaks == sorted(peaks) and len(set(peaks)) == RANKS
+    # Every rank marked "alloc"; only rank 0 "rank0_only".
+    assert [r["stages"] for r in ranks] == [["alloc", "rank0_only"]] + [["alloc"]] * (RANKS - 1)
+    assert [row["stages"] for row in rows] == ["alloc, rank0_only"] + ["alloc"] * (RANKS - 1)
     # The summary's line for each rank names the same process.
     assert [int(row["pid"]) for row in rows] == [r["pid"] for r in ranks]
     # The launcher, the command memscope started, has no rank.

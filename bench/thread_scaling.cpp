@@ -124,6 +124,10 @@ struct Row {
   std::array<double, kThreadCounts.size()> ratio{};  // median over repetitions of rate / 1T rate
   std::array<double, kThreadCounts.size()> ratio_min{};
   std::array<double, kThreadCounts.size()> cores{};  // median cores_used per thread count
+  // Median over repetitions of (pairs per CPU second at N threads) / (the same at 1 thread): what
+  // sharing the allocator costs in CPU per pair (lock hand-offs, cache-line moves, futex calls),
+  // which a machine too busy to give each thread a core hides from the wall-time ratio.
+  std::array<double, kThreadCounts.size()> per_cpu{};
   std::int64_t backend_reserves_while_timed = 0;
 };
 
@@ -132,14 +136,21 @@ Row measure(Row row, int repetitions, double seconds, const PairFn& pair) {
   std::array<std::vector<double>, kThreadCounts.size()> rates;
   std::array<std::vector<double>, kThreadCounts.size()> ratios;
   std::array<std::vector<double>, kThreadCounts.size()> cores;
+  std::array<std::vector<double>, kThreadCounts.size()> per_cpu;
   for (int r = 0; r < repetitions; ++r) {
     double one = 0;
+    double one_per_cpu = 0;
     for (std::size_t i = 0; i < kThreadCounts.size(); ++i) {
       const RunResult run = run_threads(kThreadCounts[i], seconds, pair);
       const double rate = run.pairs_per_second;
-      if (i == 0) one = rate;
+      const double rate_per_cpu = run.cores_used > 0 ? rate / run.cores_used : 0;
+      if (i == 0) {
+        one = rate;
+        one_per_cpu = rate_per_cpu;
+      }
       rates[i].push_back(rate);
       cores[i].push_back(run.cores_used);
+      per_cpu[i].push_back(one_per_cpu > 0 ? rate_per_cpu / one_per_cpu : 0);
       ratios[i].push_back(rate / one);
     }
   }
@@ -148,6 +159,7 @@ Row measure(Row row, int repetitions, double seconds, const PairFn& pair) {
     row.ratio[i] = median(ratios[i]);
     row.ratio_min[i] = *std::min_element(ratios[i].begin(), ratios[i].end());
     row.cores[i] = median(cores[i]);
+    row.per_cpu[i] = median(per_cpu[i]);
   }
   return row;
 }
@@ -204,11 +216,11 @@ Row measure_atomics(bool shared_counter, int repetitions, double seconds) {
 
 void print_row(const Row& row) {
   std::printf(
-      "%-16s %-5s %10zu %10.3g %10.3g %10.3g  %5.2f (min %4.2f)  %5.2f (min %4.2f)  %4.2f %4.2f "
-      "%4.2f  %lld\n",
+      "%-16s %-5s %10zu %10.3g %10.3g %10.3g  %5.2f (min %4.2f)  %5.2f (min %4.2f)  "
+      "%4.2f %4.2f %4.2f  %4.2f %4.2f  %lld\n",
       row.subject.c_str(), row.stream.empty() ? "-" : row.stream.c_str(), row.size, row.rate[0],
       row.rate[1], row.rate[2], row.ratio[1], row.ratio_min[1], row.ratio[2], row.ratio_min[2],
-      row.cores[0], row.cores[1], row.cores[2],
+      row.cores[0], row.cores[1], row.cores[2], row.per_cpu[1], row.per_cpu[2],
       static_cast<long long>(row.backend_reserves_while_timed));
   std::fflush(stdout);
 }
@@ -240,10 +252,11 @@ bool write_json(const std::string& path, const std::vector<Row>& rows, int repet
         "\"pairs_per_second\": {\"1\": %.0f, \"2\": %.0f, \"8\": %.0f}, "
         "\"ratio_2_1\": %.3f, \"ratio_2_1_min\": %.3f, \"ratio_8_1\": %.3f, "
         "\"ratio_8_1_min\": %.3f, \"cores_used\": {\"1\": %.2f, \"2\": %.2f, \"8\": %.2f}, "
-        "\"backend_reserves_while_timed\": %lld}%s\n",
+        "\"per_cpu_2_1\": %.3f, \"per_cpu_8_1\": %.3f, \"backend_reserves_while_timed\": %lld}%s\n",
         r.subject.c_str(), r.stream.c_str(), r.size, r.rate[0], r.rate[1], r.rate[2], r.ratio[1],
         r.ratio_min[1], r.ratio[2], r.ratio_min[2], r.cores[0], r.cores[1], r.cores[2],
-        static_cast<long long>(r.backend_reserves_while_timed), i + 1 < rows.size() ? "," : "");
+        r.per_cpu[1], r.per_cpu[2], static_cast<long long>(r.backend_reserves_while_timed),
+        i + 1 < rows.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
   return std::fclose(f) == 0;
@@ -282,9 +295,9 @@ int main(int argc, char** argv) {
       "threads share one allocator; %g s per run, median of %d repetitions; %u hardware "
       "threads\n",
       seconds, repetitions, std::thread::hardware_concurrency());
-  std::printf("%-16s %-5s %10s %10s %10s %10s  %-16s  %-16s  %-14s  %s\n", "subject", "strm",
+  std::printf("%-16s %-5s %10s %10s %10s %10s  %-16s  %-16s  %-14s  %-9s  %s\n", "subject", "strm",
               "bytes", "1T pairs/s", "2T pairs/s", "8T pairs/s", "2T/1T", "8T/1T", "cores 1T 2T 8T",
-              "reserves");
+              "per-CPU 2T 8T", "reserves");
   const double load_before = load_average();
   std::vector<Row> rows;
   const auto add = [&rows](Row row) {

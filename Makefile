@@ -49,7 +49,7 @@ bench: build
 	@# build/bench-results.json as "instructions_per_pair" and "thread_scaling".
 	@python3 bench/instructions_per_pair.py --loop build/bench/memscope_hit_pair_loop \
 	  --out build/hot-path-instructions.json
-	@./build/bench/memscope_thread_scaling --json build/hot-path-threads.json
+	@./build/bench/memscope_thread_scaling --raise-priority --json build/hot-path-threads.json
 	@python3 bench/merge_results.py build/bench-results.json \
 	  instructions_per_pair=build/hot-path-instructions.json thread_scaling=build/hot-path-threads.json
 	@python3 bench/summarize.py build/bench-results*.json > build/bench-summary.md

@@ -153,6 +153,7 @@ def thread_scaling_table(report):
           f"of N threads ÷ 1 thread in the same repetition; cores: CPU seconds the threads got "
           f"per wall second (median); per CPU: pairs per CPU second at N threads ÷ at 1 thread "
           f"(median), the cost of sharing that a busy machine hides from the wall-time ratio. "
+          f"Priority: {report.get('priority', 'not recorded')}. "
           f"{report['hardware_threads']} hardware threads, load "
           f"average {report['load_average_before']} before, {report['load_average_after']} "
           f"after.\n")

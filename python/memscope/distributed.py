@@ -237,9 +237,10 @@ class _Session:
 _sessions: dict[Any, _Session] = {}
 
 
-def _payload_rows(engine: Any, metrics: dict[str, Number]) -> list[dict[str, Number]]:
+def _payload_rows(engine: Any, metrics: dict[str, Number]) -> tuple[list[list[float]], list[str]]:
     """The collective part shared by both engines: agree the table if needed, then one allgather
-    (a second agreement and allgather only when some rank brought new keys)."""
+    (a second agreement and allgather only when some rank brought new keys). Returns the rows,
+    still encoded (only the ranks that get the table decode them), and the table."""
     session = engine.session
     if session.table is None:
         session.table = _agree(engine, set(metrics))
@@ -248,7 +249,7 @@ def _payload_rows(engine: Any, metrics: dict[str, Number]) -> list[dict[str, Num
         needs = not set(metrics) <= set(table)
         rows = engine.allgather(_encode(metrics, table, needs), len(table))
         if not any(row[0] for row in rows):
-            return [_decode(row, table) for row in rows]
+            return rows, table
         session.table = _agree(engine, set(table) | set(metrics))
 
 
@@ -526,9 +527,9 @@ def gather(metrics: Mapping[str, Any], *, group: Any = None, dst: Optional[int] 
         raise ValueError(f"dst={dst}: not a rank of this group of {eng.size} (or None: all)")
     try:
         eng.barrier()
-        rows = _payload_rows(eng, clean)
+        rows, table = _payload_rows(eng, clean)
     finally:
         eng.session.calls += 1
     if dst is not None and dst != eng.rank:
         return None
-    return RankTable(rows)
+    return RankTable([_decode(row, table) for row in rows])

@@ -96,7 +96,7 @@ def test_four_ranks_exact_table(engine: str, tmp_path: Path) -> None:
     answers = _answers(tmp_path, RANKS, job)
     assert {a["engine_used"] for a in answers} == {engine}
     for me in answers:
-        first, second, third = me["tables"]
+        first, second, third, fourth = me["tables"]
         assert first["world_size"] == RANKS
         # Exact per rank: every rank's row is what that rank measured, on every rank (dst=None).
         assert first["ranks"] == [a["metrics"] for a in answers]
@@ -127,6 +127,8 @@ def test_four_ranks_exact_table(engine: str, tmp_path: Path) -> None:
             assert third["reductions"]["step"]["argmax"] == 3
         else:
             assert third is None
+        # A sub-group (a process group / a split communicator): its own ranks, its own table.
+        assert fourth["ranks"] == [{"parity_rank": r} for r in range(me["rank"] % 2, RANKS, 2)]
     text = answers[0]["format"]
     assert "16.00 MiB" in text and "10.00 MiB" in text  # train peaked: max, mean in byte units
     eval_row = next(line for line in text.splitlines()
@@ -275,3 +277,4 @@ def test_import_memscope_stays_light() -> None:
     out = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True,
                          text=True, timeout=60, check=True).stdout
     assert "torch" not in out and "mpi4py" not in out
+    assert memscope.distributed is msd  # also reachable as an attribute, imported on first use

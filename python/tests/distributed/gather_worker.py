@@ -5,9 +5,10 @@
 table: rank r runs a stage "train" on a real host allocator holding (r+1)*3 MiB at its end after
 a (r+1)*4 MiB temporary, and a stage "eval" ((r+1) MiB temporary) that rank 2 skips; it gathers
 those metrics (dst=None), gathers again with a key only rank 1 has (the key table is agreed
-again), then once more to rank 0 only. exit: one rank (default 2) leaves before the gather
-(under MPI it sits in MPI_Finalize, which waits for the others); the others gather with a 5 s
-timeout. Each rank writes <out_dir>/rank<r>.json; the test checks the numbers.
+again), then once more to rank 0 only without a timeout, and once in the group of its parity.
+exit: one rank (default 2) leaves before the gather (under MPI it sits in MPI_Finalize, which
+waits for the others); the others gather with a 5 s timeout. Each rank writes
+<out_dir>/rank<r>.json; the test checks the numbers.
 """
 
 from __future__ import annotations
@@ -30,6 +31,16 @@ def init(engine: str) -> tuple[int, int]:
         return dist.get_rank(), dist.get_world_size()
     from mpi4py import MPI
     return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+
+
+def parity_group(engine: str, rank: int, size: int):
+    """The even ranks' or the odd ranks' group (a process group / a split communicator)."""
+    if engine == "torch":
+        import torch.distributed as dist
+        groups = [dist.new_group(list(range(p, size, 2))) for p in (0, 1)]  # all ranks build both
+        return groups[rank % 2]
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Split(rank % 2, rank)
 
 
 def stage_metrics(rank: int) -> dict:
@@ -60,9 +71,13 @@ def main() -> None:
         first = msd.gather(metrics, dst=None, timeout=60)
         second_in = {**metrics, "rank1_only_bytes": 12345} if rank == 1 else metrics
         second = msd.gather(second_in, dst=None, timeout=60)
-        third = msd.gather({"loss": 0.25 * rank, "step": 10 + rank}, dst=0, timeout=60)
+        # No arrival check (timeout=None).
+        third = msd.gather({"loss": 0.25 * rank, "step": 10 + rank}, dst=0, timeout=None)
+        # In the group of the ranks of this rank's parity (the groups' keys must not meet).
+        fourth = msd.gather({"parity_rank": rank}, group=parity_group(engine, rank, size),
+                            dst=None, timeout=60)
         out["tables"] = [first.to_dict(), second.to_dict(),
-                         third.to_dict() if third is not None else None]
+                         third.to_dict() if third is not None else None, fourth.to_dict()]
         out["format"] = first.format()
         out["engine_used"] = "torch" if "torch" in sys.modules else "mpi"
     elif scenario == "exit":

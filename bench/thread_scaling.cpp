@@ -211,6 +211,7 @@ Row measure_memscope(const BackendUnderTest& backend, bool own_stream, std::size
   };
   // Warm: as many blocks as threads can hold at once on each stream used, so no pair misses.
   std::vector<void*> blocks;
+  blocks.reserve(kMaxThreads);
   for (int t = 0; t < kMaxThreads; ++t) blocks.push_back(allocator->allocate(size, stream_of(t)));
   for (void* p : blocks) allocator->deallocate(p);
   CachingAllocator& shared = *allocator;

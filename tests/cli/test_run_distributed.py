@@ -60,6 +60,10 @@ def check_ranks(stdout: str, json_path: Path, pids: Path, variable: str, launche
     # Every rank marked "alloc"; only rank 0 "rank0_only".
     assert [r["stages"] for r in ranks] == [["alloc", "rank0_only"]] + [["alloc"]] * (RANKS - 1)
     assert [row["stages"] for row in rows] == ["alloc, rank0_only"] + ["alloc"] * (RANKS - 1)
+    # The Stages table says which rank ran each stage.
+    stage_lines = stdout.split("\nStages\n", 1)[1].split("\n\n", 1)[0].splitlines()[2:]
+    ranks_of_stages = sorted((line.split()[0], int(line.split()[2])) for line in stage_lines)
+    assert ranks_of_stages == sorted([("alloc", r) for r in range(RANKS)] + [("rank0_only", 0)])
     # The summary's line for each rank names the same process.
     assert [int(row["pid"]) for row in rows] == [r["pid"] for r in ranks]
     # The launcher, the command memscope started, has no rank.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -88,6 +89,12 @@ std::string stages_table(const RunRecord& record) {
                                          {"begin", true},         {"duration", true},
                                          {"tree RSS peak", true}, {"end mark figures", false}};
   if (gpu) columns.insert(columns.begin() + 5, TextTable::Column{"tree GPU peak", true});
+  // In a distributed job, which rank ran each stage (by the pid that marked it).
+  std::map<int, int> rank_of;
+  for (const RunRank& r : record.ranks) {
+    for (const int pid : r.pids) rank_of.emplace(pid, r.rank);
+  }
+  if (!rank_of.empty()) columns.insert(columns.begin() + 2, TextTable::Column{"rank", true});
   TextTable table(std::move(columns));
   for (const RunStage& s : record.stages) {
     std::vector<std::string> row{s.name,
@@ -97,6 +104,10 @@ std::string stages_table(const RunRecord& record) {
                                  s.tree_rss_peak < 0 ? "no sample" : format_bytes(s.tree_rss_peak),
                                  metrics_text(s)};
     if (gpu) row.insert(row.begin() + 5, s.gpu_peak < 0 ? "no sample" : format_bytes(s.gpu_peak));
+    if (!rank_of.empty()) {
+      const auto it = rank_of.find(s.pid);
+      row.insert(row.begin() + 2, it == rank_of.end() ? "-" : std::to_string(it->second));
+    }
     table.add_row(std::move(row));
   }
   return table.render(2);

@@ -14,9 +14,10 @@ if(EXISTS ${BUILD}/tools/memscope)
     message(FATAL_ERROR "the installed bin/memscope --version failed (${rc}):\n${out}")
   endif()
 endif()
+# MPI: memscope was built with memscope::mpi (MPI=ON), so the consumer asks for the component.
 execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE}/tests/install -B ${WORK}/consumer
                 -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_BUILD_TYPE=Release
-                -DMEMSCOPE_EXAMPLE=${SOURCE}/examples/usage.cpp
+                -DMEMSCOPE_EXAMPLE=${SOURCE}/examples/usage.cpp -DMEMSCOPE_EXPECT_MPI=${MPI}
                 RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(rc)
   message(FATAL_ERROR "find_package(memscope) failed:\n${out}")
@@ -36,3 +37,24 @@ foreach(expected "step peak: 3758096384 bytes" "536870912 allocated, 3758096384 
   endif()
 endforeach()
 message(STATUS "${out}")
+
+if(MPI)
+  # One rank, without mpirun (Open MPI's singleton mode): the installed component links and runs.
+  execute_process(COMMAND ${WORK}/consumer/mpi_usage RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE out)
+  if(rc OR NOT out MATCHES "\"world_size\":1")
+    message(FATAL_ERROR "the installed memscope::mpi program failed (${rc}):\n${out}")
+  endif()
+  # A package built without MPI: no memscopeMpiTargets.cmake. Asking for the component must
+  # fail, saying why and what to do.
+  file(GLOB mpi_exports ${prefix}/lib*/cmake/memscope/memscopeMpiTargets*.cmake)
+  file(REMOVE ${mpi_exports})
+  execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE}/tests/install -B ${WORK}/consumer-no-mpi
+                  -DCMAKE_PREFIX_PATH=${prefix} -DMEMSCOPE_EXAMPLE=${SOURCE}/examples/usage.cpp
+                  -DMEMSCOPE_EXPECT_MPI=ON
+                  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(rc EQUAL 0 OR NOT out MATCHES "memscope was built without MPI")
+    message(FATAL_ERROR "find_package(memscope COMPONENTS mpi) without the component should "
+                        "fail naming the reason (exit ${rc}):\n${out}")
+  endif()
+endif()

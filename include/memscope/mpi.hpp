@@ -1,0 +1,110 @@
+// memscope::mpi: stage metrics of every rank of an MPI job, gathered into one table with a
+// reduction per key (the C++ side of memscope.distributed; docs/distributed.md).
+//
+//   MPI_Init(&argc, &argv);
+//   ...                                   // each rank runs its stages
+//   memscope::Metrics m;
+//   tracker.update_metrics("train", m);
+//   if (auto table = memscope::mpi::gather(m)) std::puts(table->format().c_str());  // rank 0
+//
+// Built only when CMake found MPI (target memscope::mpi; find_package(memscope COMPONENTS mpi)).
+//
+// Semantics, the same as Python's memscope.distributed.gather():
+// - Ranks may report different keys. A key a rank does not report is missing on that rank,
+//   never 0: the reduction of a key covers the ranks that have it (count of them), and
+//   Reduction::missing lists the others.
+// - argmax is the lowest rank holding the maximum.
+// - Values travel as float64: integers are exact up to 2^53 (8 PiB as bytes).
+//
+// Cost: the key table (the sorted union of every rank's keys) is agreed once per
+// (communicator, key set) and cached on the communicator (an MPI attribute, freed with it).
+// Afterwards a gather is one MPI_Iallgather of a fixed-size float64 vector per rank: element
+// 0 says whether the rank's keys fit the cached table, then one value per table key (NaN =
+// missing). If any rank's keys do not fit, every rank sees it in the same gather and all agree
+// a new table and gather again. Beside the collective, every rank sends rank 0 one small
+// "arrived" message (tag 32760 on `comm`), so a timeout can name the ranks that never came.
+//
+// Timeout: MPI has no collective timeout, so the collectives are non-blocking and polled until
+// `timeout` has passed since this rank entered gather(). Rank 0 then names the ranks whose
+// "arrived" message it has not received, tells every rank that did arrive (tag 32761), and
+// every one of them throws GatherTimeout with that list. A rank that hears nothing from rank 0
+// within twice the timeout names rank 0. After a GatherTimeout the communicator still holds
+// the abandoned requests and is unusable: do not gather or communicate on it again; end the
+// rank (MPI_Finalize; with Open MPI 4.1 this ends the job cleanly once the missing rank has
+// finalized or exited) or the whole job (MPI_Abort).
+//
+// Thread safety: like any MPI collective, call gather() on a communicator from one thread at
+// a time on every rank, in the same order as the other collectives on it. reduce(), format()
+// and to_json() are pure.
+// Errors: UsageError when MPI is not initialised (call MPI_Init first) or already finalised,
+// for a root outside the communicator, a timeout <= 0, a NaN value or a key holding a NUL
+// character; GatherTimeout as above; BackendError when an MPI call returns an error.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memscope/errors.hpp"
+#include "memscope/metrics.hpp"
+
+namespace memscope::mpi {
+
+// One key's figures over the ranks that reported it.
+struct Reduction {
+  double min = 0;
+  double max = 0;
+  double mean = 0;
+  double sum = 0;
+  int argmax = -1;           // lowest rank holding max
+  int count = 0;             // ranks that reported the key
+  std::vector<int> missing;  // ranks that did not, ascending
+};
+
+struct RankTable {
+  int world_size = 0;
+  std::vector<std::map<std::string, double>> ranks;  // ranks[r]: the keys rank r reported
+  std::map<std::string, Reduction> reductions;       // every key any rank reported
+
+  // A text table: one line per key with min, max (and its rank), mean, sum and the ranks
+  // missing it, then the value of every rank (up to 16 ranks; beyond that only the summary).
+  [[nodiscard]] std::string format() const;
+  // {"world_size": N, "ranks": [{key: value}...], "reductions": {key: {"min", "max", "mean",
+  // "sum", "argmax", "count", "missing"}}}: the field names of Python's RankTable.to_dict().
+  // Values that are not finite (infinities) are written as null.
+  [[nodiscard]] std::string to_json() const;
+};
+
+// The reduction of per-rank metrics (ranks[r] = rank r's metrics), as gather() computes it.
+[[nodiscard]] RankTable reduce(std::vector<std::map<std::string, double>> ranks);
+
+// Thrown on every rank that arrived when some rank did not reach the gather in time.
+class GatherTimeout : public Error {
+ public:
+  GatherTimeout(const std::string& message, std::vector<int> missing_ranks)
+      : Error(message), missing_ranks_(std::move(missing_ranks)) {}
+  // The ranks (in the communicator) that did not arrive; ascending.
+  [[nodiscard]] const std::vector<int>& missing_ranks() const noexcept { return missing_ranks_; }
+
+ private:
+  std::vector<int> missing_ranks_;
+};
+
+// Collective over `comm`: every rank passes its metrics. Returns the table on `root`
+// (std::nullopt elsewhere), or on every rank when root is std::nullopt.
+[[nodiscard]] std::optional<RankTable> gather(
+    const std::map<std::string, double>& metrics, MPI_Comm comm = MPI_COMM_WORLD,
+    std::optional<int> root = 0,
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(300'000));
+
+// The same for a tracker's metrics (MemoryTracker::update_metrics): numbers are gathered,
+// text values ({stage}_mem_{label}_mode) are left out.
+[[nodiscard]] std::optional<RankTable> gather(
+    const Metrics& metrics, MPI_Comm comm = MPI_COMM_WORLD, std::optional<int> root = 0,
+    std::chrono::milliseconds timeout = std::chrono::milliseconds(300'000));
+
+}  // namespace memscope::mpi

@@ -27,7 +27,9 @@ using detail::Exchange;
 
 // ex.wait() has completed `request` (it is MPI_REQUEST_NULL now), so this MPI_Wait returns at
 // once; it states the completion where clang's MPI checker can see it.
-void done(MPI_Request& request) { check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait"); }
+void done(MPI_Request& request) {
+  check(MPI_Wait(&request, MPI_STATUS_IGNORE), "MPI_Wait");
+}
 
 // What memscope keeps on a communicator between gathers. MPI_COMM_NULL_COPY_FN: a duplicate
 // communicator starts without a table (its ranks agree their own).

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -66,8 +67,12 @@ std::string rank_list(const std::vector<int>& ranks) {
   return out;
 }
 
+// Integral values (byte counts) as JSON integers, as Python's to_dict() writes its ints.
 nlohmann::json json_number(double v) {
   if (!std::isfinite(v)) return nullptr;
+  if (v == std::trunc(v) && std::fabs(v) <= 9.007199254740992e15) {
+    return static_cast<std::int64_t>(v);
+  }
   return v;
 }
 
@@ -111,9 +116,13 @@ std::string RankTable::to_json() const {
   }
   out["reductions"] = nlohmann::json::object();
   for (const auto& [key, r] : reductions) {
-    out["reductions"][key] = {{"min", json_number(r.min)},   {"max", json_number(r.max)},
-                              {"mean", json_number(r.mean)}, {"sum", json_number(r.sum)},
-                              {"argmax", r.argmax},          {"count", r.count},
+    // mean stays a float, as in Python.
+    out["reductions"][key] = {{"min", json_number(r.min)},
+                              {"max", json_number(r.max)},
+                              {"mean", std::isfinite(r.mean) ? nlohmann::json(r.mean) : nullptr},
+                              {"sum", json_number(r.sum)},
+                              {"argmax", r.argmax},
+                              {"count", r.count},
                               {"missing", r.missing}};
   }
   return out.dump();

@@ -5,10 +5,12 @@
 //   mpi_gather_main gather         stage metrics of real host allocations, a stage some ranks
 //                                  skip, ties, the table on every rank, changing key sets and a
 //                                  randomized run (fixed seed) checked against reduce()
+//   mpi_gather_main time           (not a test) median time of a gather, for the docs
 //   mpi_gather_main leave <rank>   <rank> finalizes without gathering; the others must get
 //                                  GatherTimeout naming it, then finalize too
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -193,6 +195,30 @@ void randomized_test() {
   }
 }
 
+// Not a test: the median time of 200 gathers of 32 keys to rank 0 after the key agreement, for
+// docs/distributed.md (mpirun -np 4 --oversubscribe mpi_gather_main time).
+void time_gathers() {
+  std::map<std::string, double> m;
+  for (int k = 0; k < 32; ++k) {
+    std::string key = "k";
+    key += std::to_string(k);
+    m[key] = static_cast<double>(k * (g_rank + 1));
+  }
+  (void)memscope::mpi::gather(m);
+  std::vector<double> us;
+  for (int i = 0; i < 200; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    (void)memscope::mpi::gather(m);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+                     .count());
+  }
+  std::sort(us.begin(), us.end());
+  if (g_rank == 0) {
+    std::printf("gather of 32 keys on %d ranks to rank 0: median %.0f us, p90 %.0f us\n", g_size,
+                us[us.size() / 2], us[us.size() * 9 / 10]);
+  }
+}
+
 int leave_test(int leaver) {
   // One gather with everyone (the table gets cached), then `leaver` leaves.
   const auto first = memscope::mpi::gather(std::map<std::string, double>{{"x", g_rank}});
@@ -240,6 +266,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (mode == "leave") return leave_test(argc > 2 ? std::atoi(argv[2]) : g_size - 1);
+    if (mode == "time") {
+      time_gathers();
+      MPI_Finalize();
+      return 0;
+    }
     stage_metrics_test();
     changing_keys_test();
     randomized_test();

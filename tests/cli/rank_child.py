@@ -22,13 +22,22 @@ from pathlib import Path
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "LOCAL_RANK")
 
 
+def vm_hwm() -> int:
+    """This process's peak RSS so far (VmHWM), in bytes. A mark carries it, so memscope knows
+    the rank's peak exactly even if the machine is too busy for a sample to catch it."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return -1
+
+
 def mark(kind: str, stage: str, metrics: dict[str, int] | None = None) -> None:
     """One stage mark line, in one write, to the pipe `memscope run` names (if any)."""
     path = os.environ.get("MEMSCOPE_MARKS_PATH")
     if not path:
         return
     line = {"memscope_mark": 1, "kind": kind, "stage": stage, "pid": os.getpid(),
-            "t_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC)}
+            "t_ns": time.clock_gettime_ns(time.CLOCK_MONOTONIC), "hwm": vm_hwm()}
     if metrics:
         line["metrics"] = metrics
     fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)

@@ -38,6 +38,9 @@ def test_a_process_with_rank_3_in_its_environment_is_rank_3(artifacts: Path) -> 
     assert rank["peak_rss"] == own["peak_rss"] == rank["own_peak_rss"]
     assert rank["peak_rss_source"] == own["peak_rss_source"]
     assert own["rank"]["rank"] == 3
+    # `memscope report` prints the saved run's summary, rank lines included.
+    report = memscope("report", artifacts / "run.json", check=True).stdout
+    assert [r["rank"] for r in summary_rank_rows(report)] == ["3"]
 
 
 def test_a_ranks_worker_is_grouped_into_it(artifacts: Path) -> None:

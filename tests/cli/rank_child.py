@@ -4,7 +4,8 @@ OUT/rank-<rank>.pid, holds the memory for HOLD seconds (so that memscope samples
 Under memscope it marks the stage "alloc" around its allocation on every rank, and rank 0 also a
 stage "rank0_only" (a stage only some ranks run), writing the mark lines of docs/cli.md itself.
 With WORKER_MIB > 0 it first forks a worker (as a DataLoader would) that touches WORKER_MIB MiB,
-writes OUT/worker-<rank>.pid and holds it as long; the worker inherits the rank's environment.
+writes OUT/worker-<rank>.pid and holds it as long, in a stage "worker"; it inherits the rank's
+environment.
 
     python rank_child.py MIB HOLD OUT [WORKER_MIB]
 
@@ -62,7 +63,9 @@ def main() -> None:
     if worker_mib > 0:
         worker = os.fork()
         if worker == 0:
+            mark("begin", "worker")
             block = touched(worker_mib)
+            mark("end", "worker")  # with its VmHWM: its peak is exact
             (out / f"worker-{rank}.pid").write_text(str(os.getpid()))
             time.sleep(hold)
             del block

@@ -58,10 +58,12 @@ def test_a_ranks_worker_is_grouped_into_it(artifacts: Path) -> None:
     peaks = {p["pid"]: p["peak_rss"] for p in record["processes"]}
     assert rank["own_peak_rss"] == peaks[own] >= 32 * MiB
     assert peaks[worker] >= 48 * MiB
-    # Both held their memory together for a second: samples of the sum see both.
-    assert rank["sampled_peak_rss"] >= (32 + 48) * MiB
+    # A sample of the summed RSS is never above the processes' peaks added up. (That a sample
+    # sees both hold their memory together depends on the machine's load: not asserted.)
+    assert 0 < rank["sampled_peak_rss"] <= rank["sum_of_peaks"]
     assert rank["peak_rss"] == max(rank["own_peak_rss"], rank["sampled_peak_rss"])
     assert rank["sum_of_peaks"] == peaks[own] + peaks[worker] >= rank["peak_rss"]
+    assert sorted(rank["stages"]) == ["alloc", "worker"]  # the worker's stage is the rank's
     rows = summary_rank_rows(result.stdout)
     assert len(rows) == 1 and rows[0]["processes"] == "2"
     assert "sum of peaks" in rows[0] and "own process" in rows[0]

@@ -5,7 +5,8 @@
 // Blocks are carved from segments reserved on the backend, cached when freed, and reused by
 // later requests on the same stream (best fit). The size rules live in docs/size-rules.md.
 //
-// Thread safety: every method may be called from any thread (one internal mutex).
+// Thread safety: every method may be called from any thread (one internal lock, see
+// detail/futex_mutex.hpp).
 // Ownership: the allocator owns its segments; destroying it releases all of them, including
 // those still holding live allocations, so it must outlive every pointer it handed out and
 // every PeakScope opened on it.
@@ -20,12 +21,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "memscope/backend.hpp"
 #include "memscope/config.hpp"
+#include "memscope/detail/futex_mutex.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/peak_scope.hpp"
 #include "memscope/recording.hpp"
@@ -130,10 +131,12 @@ class CachingAllocator {
   void close_scope(PeakScope& scope) noexcept;
   [[nodiscard]] PeakValues scope_peak(const PeakScope& scope) const;
   void validate_if_debug();  // under the lock; nothing in release builds
+  // Out of line, so allocate()'s hot path holds no vector of observers.
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_oom(const OutOfMemoryError::Figures& figures);
 
   std::shared_ptr<Backend> backend_;
   AllocatorConfig config_;
-  mutable std::mutex mutex_;
+  mutable detail::FutexMutex mutex_;
   std::unique_ptr<AllocatorCore> core_;
   std::vector<OomObserver> oom_observers_;
   std::uint64_t changes_ = 0;           // allocator changes, for validate_if_debug()

@@ -144,8 +144,14 @@ PeakScope::Windows::Values AllocatorCore::peak_counters() const noexcept {
           stats_.active_bytes[kAll].current, stats_.requested_bytes[kAll].current};
 }
 
-AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
-  if (last_pools_ != nullptr && last_pools_->stream == stream) return *last_pools_;
+inline AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
+  if (last_pools_ != nullptr && last_pools_->stream == stream) [[likely]] {
+    return *last_pools_;
+  }
+  return find_pools(stream);
+}
+
+AllocatorCore::StreamPools& AllocatorCore::find_pools(StreamId stream) {
   auto& slot = pools_[stream];
   if (!slot) {
     try {
@@ -180,18 +186,32 @@ void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
 
 void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryError::Figures& oom) {
   if (!pending_.empty()) process_events();
+  ++clock_;
+  StreamPools& pools = pools_for(stream);
+  std::size_t rounded = 0;
+  if (size <= detail::kLargestRequest) {
+    rounded =
+        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
+    // The hot path: a block of this very size freed on this stream a moment ago. It is still in
+    // the pointer map, unsplit, and needs no host memory.
+    if (pools.recent.count != 0) {  // never with expandable segments: see keep_recent()
+      if (Block* recent = take_recent(pools.recent, rounded)) {
+        --recent_;
+        count_allocation(recent, size);
+        if (hooks_ != 0) [[unlikely]]
+          after_allocate(*recent, size);
+        return reinterpret_cast<void*>(recent->address);  // NOLINT(performance-no-int-to-ptr)
+      }
+    }
+  }
   // Everything that can fail for lack of host memory happens here, before any state changes.
   live_.reserve_one();
   block_recycler_.prepare(2);  // a new segment's block and a split remainder
   segment_recycler_.prepare(1);
-  ++clock_;
-  StreamPools& pools = pools_for(stream);
+  if (recent_ != 0) flush_recent();
   Block* block = nullptr;
-  std::size_t rounded = 0;
   bool small = false;
   if (size <= detail::kLargestRequest) {
-    rounded =
-        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
     small = detail::is_small(rounded);
     FreeBins& bins = small ? pools.small : pools.large;
     block = take_cached(bins, rounded);
@@ -278,6 +298,7 @@ Segment* AllocatorCore::add_segment(StreamPools& pools, bool small, void* base,
   segment->small_pool = small;
   segment->first = block;
   segment->bins = small ? &pools.small : &pools.large;
+  segment->recent = &pools.recent;
   segment->next = segments_;
   if (segments_ != nullptr) segments_->prev = segment;
   segments_ = segment;
@@ -312,8 +333,8 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
 void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requested) {
   const bool small = block->small_pool();
   live_.insert(block->address, block);  // cannot fail: allocate() reserved the slot
-  if (block->counts_as_split(
-          split_every_remainder_)) {  // it was an inactive split block (a fresh segment never is)
+  // It was an inactive split block (a fresh segment never is).
+  if (block->counts_as_split(split_every_remainder_)) {
     decrease(stats_.inactive_split, small, 1);
     decrease(stats_.inactive_split_bytes, small, signed_size(block->size));
   }
@@ -333,6 +354,11 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
     increase(stats_.inactive_split, small, 1);
     increase(stats_.inactive_split_bytes, small, signed_size(rest->size));
   }
+  count_allocation(block, requested);
+}
+
+void AllocatorCore::count_allocation(Block* block, std::size_t requested) noexcept {
+  const bool small = block->small_pool();
   poison(block->address, block->size, false);
   block->allocated = true;
   block->requested_size = requested;
@@ -345,8 +371,9 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
 }
 
 bool AllocatorCore::deallocate(void* ptr) noexcept {
-  Block* block = live_.erase(reinterpret_cast<std::uintptr_t>(ptr));
-  if (block == nullptr) return false;
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  Block* block = live_.find(address);
+  if (block == nullptr || !block->allocated) return false;  // a recent block is mapped too
   if (recording_events()) [[unlikely]]
     record_free(*block);
   const bool small = block->small_pool();
@@ -369,14 +396,82 @@ bool AllocatorCore::deallocate(void* ptr) noexcept {
     }
     block->stream_uses.clear();
   }
+  if (block->pending_events == 0 && !config_.expandable_segments) {
+    keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
+    return true;
+  }
+  live_.erase(address);
   if (block->pending_events == 0) cache_block(block);
   return true;
 }
 
+void AllocatorCore::keep_recent(Block* block) noexcept {
+  detail::RecentFrees& recent = *block->segment->recent;
+  if (recent.count == recent.blocks.size()) {  // the oldest goes to the bins
+    flush_recent_block(recent.blocks[0]);
+    std::copy(recent.blocks.begin() + 1, recent.blocks.end(), recent.blocks.begin());
+    --recent.count;
+    --recent_;
+  }
+  // inactive_split is counted when the block is merged into the bins (flush_recent_block), as
+  // if it had been then; a block reused from here was never merged and never counted.
+  const bool small = block->small_pool();
+  const auto size = signed_size(block->size);
+  decrease(stats_.active, small, 1);
+  decrease(stats_.active_bytes, small, size);
+  decrease(stats_.requested_bytes, small, signed_size(block->requested_size));
+  block->requested_size = 0;
+  block->recent = true;
+  recent.blocks[recent.count++] = block;
+  ++recent_;
+  poison(block->address, block->size);
+}
+
+Block* AllocatorCore::take_recent(detail::RecentFrees& recent, std::size_t rounded) noexcept {
+  Block* const newest = recent.blocks[recent.count - 1];
+  if (newest->size == rounded) [[likely]] {
+    --recent.count;
+    newest->recent = false;
+    return newest;
+  }
+  for (std::size_t i = recent.count - 1; i-- > 0;) {  // the others, newest first
+    Block* block = recent.blocks[i];
+    if (block->size != rounded) continue;
+    std::copy(recent.blocks.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+              recent.blocks.begin() + static_cast<std::ptrdiff_t>(recent.count),
+              recent.blocks.begin() + static_cast<std::ptrdiff_t>(i));
+    --recent.count;
+    block->recent = false;
+    return block;
+  }
+  return nullptr;
+}
+
+void AllocatorCore::flush_recent() noexcept {
+  for (const auto& entry : pools_) {
+    detail::RecentFrees& recent = entry.second->recent;
+    for (std::size_t i = 0; i < recent.count; ++i) flush_recent_block(recent.blocks[i]);
+    recent_ -= recent.count;
+    recent.count = 0;
+  }
+}
+
+void AllocatorCore::flush_recent_block(Block* block) noexcept {
+  block->recent = false;
+  live_.erase(block->address);
+  merge_into_bins(block);
+}
+
 void AllocatorCore::cache_block(Block* block) noexcept {
   const bool small = block->small_pool();
-  const auto original_size = signed_size(block->size);
-  const auto requested = signed_size(block->requested_size);
+  decrease(stats_.active, small, 1);
+  decrease(stats_.active_bytes, small, signed_size(block->size));
+  decrease(stats_.requested_bytes, small, signed_size(block->requested_size));
+  merge_into_bins(block);
+}
+
+void AllocatorCore::merge_into_bins(Block* block) noexcept {
+  const bool small = block->small_pool();
   FreeBins& bins = *block->segment->bins;
   std::int64_t split_blocks = 0;  // net change of inactive_split (count and bytes)
   std::int64_t split_bytes = 0;
@@ -414,9 +509,6 @@ void AllocatorCore::cache_block(Block* block) noexcept {
   if (split_blocks < 0) decrease(stats_.inactive_split, small, -split_blocks);
   if (split_bytes > 0) increase(stats_.inactive_split_bytes, small, split_bytes);
   if (split_bytes < 0) decrease(stats_.inactive_split_bytes, small, -split_bytes);
-  decrease(stats_.active, small, 1);
-  decrease(stats_.active_bytes, small, original_size);
-  decrease(stats_.requested_bytes, small, requested);
 }
 
 void AllocatorCore::release_segment(Block* block) noexcept {
@@ -445,7 +537,7 @@ void AllocatorCore::release_segment(Block* block) noexcept {
 
 void AllocatorCore::record_stream(void* ptr, StreamId stream) {
   Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (block == nullptr) {
+  if (block == nullptr || !block->allocated) {
     throw InvalidPointerError(
         "record_stream: the pointer is not a live allocation of this "
         "allocator (freed already, or allocated elsewhere)");
@@ -458,7 +550,8 @@ void AllocatorCore::record_stream(void* ptr, StreamId stream) {
 }
 
 const Block* AllocatorCore::find(const void* ptr) const noexcept {
-  return live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  const Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return block != nullptr && block->allocated ? block : nullptr;
 }
 
 std::size_t AllocatorCore::empty_cache() {
@@ -482,6 +575,7 @@ bool AllocatorCore::call_free_memory_callbacks() {
 
 std::size_t AllocatorCore::release_all_cached() {
   synchronize_events();
+  flush_recent();
   std::vector<Block*> whole;
   for (const auto& entry : pools_) {
     const auto collect = [&whole](Block* b) {

@@ -38,9 +38,16 @@ class AllocatorCore {
   [[nodiscard]] bool deallocate(void* ptr) noexcept;
   void record_stream(void* ptr, StreamId stream);
   [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
-  [[nodiscard]] std::size_t live_allocations() const noexcept { return live_.size(); }
+  [[nodiscard]] std::size_t live_allocations() const noexcept { return live_.size() - recent_; }
   std::size_t empty_cache();
 
+  // Moves every block of the front cache (RecentFrees) of every stream into the bins, merging
+  // it: before any search of the bins and any release of cached memory, and before stats() and
+  // snapshot() are read, which then say what merging at each free would have made them.
+  void flush_recent() noexcept;
+  [[nodiscard]] bool has_recent() const noexcept { return recent_ != 0; }
+  // Exact for the blocks as they are; inactive_split counts a front-cached block only once it is
+  // merged (flush_recent() first for the figures PyTorch's rules give).
   [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
   void reset_peak_stats() noexcept { stats_.reset_peak(); }
   void reset_accumulated_stats() noexcept { stats_.reset_accumulated(); }
@@ -78,7 +85,8 @@ class AllocatorCore {
     StreamId stream;
     detail::FreeBins small{true};
     detail::FreeBins large{false};
-    std::size_t segments = 0;  // live segments of this stream (both pools)
+    detail::RecentFrees recent;  // of both pools: a block's size says which
+    std::size_t segments = 0;    // live segments of this stream (both pools)
     // expandable_segments: the stream's growable segment of each pool, once it has one.
     detail::Segment* expandable_small = nullptr;
     detail::Segment* expandable_large = nullptr;
@@ -89,7 +97,8 @@ class AllocatorCore {
     detail::Block* block;
   };
 
-  [[nodiscard]] StreamPools& pools_for(StreamId stream);
+  [[nodiscard]] StreamPools& pools_for(StreamId stream);   // inline: the last used, or ...
+  [[nodiscard]] StreamPools& find_pools(StreamId stream);  // ... found or made
   // Drops the pools of every stream without segments, except `keep` (a caller may hold it).
   void drop_unused_pools(const StreamPools* keep) noexcept;
   [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
@@ -104,7 +113,21 @@ class AllocatorCore {
   detail::Segment* add_segment(StreamPools& pools, bool small, void* base,
                                std::size_t size) noexcept;
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
+  // The part of hand_out() a recent block needs: allocated, with its statistics.
+  void count_allocation(detail::Block* block, std::size_t requested) noexcept;
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
+  // Inactive (recent, or active after its statistics were counted) -> cached: merges it with
+  // cached neighbours into the bins, counting only inactive_split.
+  void merge_into_bins(detail::Block* block) noexcept;
+  // Freed without stream uses: active -> recent (the front cache), evicting the oldest recent
+  // block of its stream into the bins when the list is full. Fixed segments only: expandable
+  // ones place every block at the lowest address that fits, which a front cache would undo.
+  void keep_recent(detail::Block* block) noexcept;
+  // The recent block of exactly `rounded` bytes, taken out of the list, or nullptr. The list
+  // must not be empty.
+  [[nodiscard]] static detail::Block* take_recent(detail::RecentFrees& recent,
+                                                  std::size_t rounded) noexcept;
+  void flush_recent_block(detail::Block* block) noexcept;
   void release_segment(detail::Block* block) noexcept;
   // The miss path with fixed segments: a new segment, else oversize cached ones released, else
   // everything cached released; nullptr when even that failed.
@@ -219,7 +242,8 @@ class AllocatorCore {
   // held within one allocate() call, and segments refer to theirs through Segment::bins.
   std::unordered_map<StreamId, std::unique_ptr<StreamPools>> pools_;
   StreamPools* last_pools_ = nullptr;  // most streams are used many times in a row
-  detail::PointerMap live_;
+  detail::PointerMap live_;  // allocated and recent blocks (a recent one is not allocated)
+  std::size_t recent_ = 0;   // recent blocks in all streams' RecentFrees
   detail::Segment* segments_ = nullptr;
   detail::Recycler<detail::Block> block_recycler_;
   detail::Recycler<detail::Segment> segment_recycler_;

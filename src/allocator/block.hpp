@@ -2,8 +2,9 @@
 //
 // A segment is one reservation from the backend. It is covered, in address order and without
 // gaps, by a doubly linked list of blocks; a block is allocated, pending (freed but waiting for
-// streams recorded with record_stream), or cached in a FreeBins list. Only cached neighbours are
-// merged, and only inside one segment.
+// streams recorded with record_stream), recent (freed, held unmerged in its stream's
+// RecentFrees for an allocation of the same size) or cached in a FreeBins list. Only cached
+// neighbours are merged, and only inside one segment.
 //
 // An expandable segment (expandable_segments:true) is an address range reserved from the
 // backend, with pages of memory mapped into it as it grows. Its blocks tile the whole range;
@@ -13,6 +14,7 @@
 // Segment::unmapped_first through their bin links. Every other block is wholly mapped.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -24,14 +26,28 @@ namespace memscope::detail {
 struct Block;
 class FreeBins;
 
+// The blocks a stream freed last, not yet merged into the free bins: the hot path's front
+// cache. A program that frees a tensor and allocates one of the same size, the commonest pattern
+// of a training step, gets the block back without the merge on free and the split on allocate
+// that the bins would do (docs/design.md, "Hot path"). Newest last. Any allocation that finds
+// no block of its exact size here, and every path that releases or inspects cached memory,
+// first moves these blocks into the bins (AllocatorCore::flush_recent), so everything else sees
+// the cache as if they had been merged when freed.
+struct RecentFrees {
+  static constexpr std::size_t kCapacity = 8;
+  std::array<Block*, kCapacity> blocks{};
+  std::size_t count = 0;
+};
+
 struct Segment {
   std::uintptr_t base = 0;
   std::size_t size = 0;
   StreamId stream = kDefaultStream;
   bool small_pool = false;
-  Block* first = nullptr;    // the block at `base`
-  FreeBins* bins = nullptr;  // where its cached blocks go: its stream's small or large pool
-  Segment* prev = nullptr;   // list of all segments, newest first
+  Block* first = nullptr;         // the block at `base`
+  FreeBins* bins = nullptr;       // where its cached blocks go: its stream's small or large pool
+  RecentFrees* recent = nullptr;  // where its blocks go when freed: its stream's front cache
+  Segment* prev = nullptr;        // list of all segments, newest first
   Segment* next = nullptr;
   // Expandable segments only.
   bool expandable = false;
@@ -58,6 +74,7 @@ struct Block {
   bool allocated = false;
   bool cached = false;
   bool unmapped = false;              // expandable segments: no memory behind it (see above)
+  bool recent = false;                // in its stream's RecentFrees (see above)
   std::vector<StreamId> stream_uses;  // streams other than its own recorded by record_stream
 
   // Back to a fresh block, keeping stream_uses' buffer for the next record_stream().

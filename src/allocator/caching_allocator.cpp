@@ -40,10 +40,10 @@ constexpr std::size_t kValidateAllUpTo = 256;
 // initialises (kForkHandlersRegistered below), before any code can register a later layer's.
 struct ForkRegistry {
   std::mutex mutex;
-  std::vector<std::mutex*> allocators;  // the mutexes of live allocators
+  std::vector<detail::FutexMutex*> allocators;  // the locks of live allocators
 };
 
-void lock_all(const std::vector<std::mutex*>& mutexes) noexcept;
+void lock_all(const std::vector<detail::FutexMutex*>& mutexes) noexcept;
 void unlock_all() noexcept;
 
 ForkRegistry& fork_registry() {
@@ -61,7 +61,7 @@ ForkRegistry& fork_registry() {
   return *registry;
 }
 
-void lock_all(const std::vector<std::mutex*>& mutexes) noexcept {
+void lock_all(const std::vector<detail::FutexMutex*>& mutexes) noexcept {
   const std::size_t n = mutexes.size();
   std::size_t first = 0;
   while (n > 0) {
@@ -134,7 +134,6 @@ CachingAllocator::~CachingAllocator() noexcept {
 void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   if (bytes == 0) return nullptr;
   OutOfMemoryError::Figures figures;
-  std::vector<OomObserver> observers;
   {
     const std::lock_guard lock(mutex_);
     if (void* p = core_->allocate(bytes, stream, figures)) {
@@ -142,6 +141,14 @@ void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
       return p;
     }
     validate_if_debug();  // the failed attempt released every cached segment
+  }
+  throw_oom(figures);
+}
+
+void CachingAllocator::throw_oom(const OutOfMemoryError::Figures& figures) {
+  std::vector<OomObserver> observers;
+  {
+    const std::lock_guard lock(mutex_);
     observers = oom_observers_;
   }
   // Observers run without the lock, so they may inspect or free memory of this allocator.
@@ -200,6 +207,9 @@ void CachingAllocator::validate() const {
 
 MemoryStats CachingAllocator::stats() const {
   const std::lock_guard lock(mutex_);
+  // Blocks in the front cache count in inactive_split once merged: merge them now, so every
+  // statistic is what merging at each free would have made it (docs/design.md, "Hot path").
+  if (core_->has_recent()) core_->flush_recent();
   return core_->stats();
 }
 
@@ -209,6 +219,7 @@ std::map<std::string, std::int64_t> CachingAllocator::memory_stats() const {
 
 void CachingAllocator::reset_peak_stats() {
   const std::lock_guard lock(mutex_);
+  if (core_->has_recent()) core_->flush_recent();  // peaks start from the merged values
   core_->reset_peak_stats();
 }
 
@@ -223,6 +234,7 @@ std::string CachingAllocator::memory_summary() const {
 
 Snapshot CachingAllocator::snapshot() const {
   const std::lock_guard lock(mutex_);
+  if (core_->has_recent()) core_->flush_recent();  // the layout agrees with stats()
   return core_->snapshot();
 }
 
@@ -243,6 +255,7 @@ void CachingAllocator::stop_recording() noexcept {
 TorchSnapshot CachingAllocator::recorded_snapshot() const {
   TorchSnapshot out;
   const std::lock_guard lock(mutex_);
+  if (core_->has_recent()) core_->flush_recent();
   Snapshot snap = core_->snapshot();
   out.settings = std::move(snap.settings);
   out.segments.reserve(snap.segments.size());

@@ -3,8 +3,9 @@
 //   tiling       segments are linked both ways and do not overlap; each is covered, in address
 //                order and without gaps, by its blocks, whose prev/next links agree; blocks are
 //                512-byte aligned with non-zero sizes that are multiples of 512
-//   block-state  a block is allocated, pending (freed, waiting for stream events), cached or
-//                (expandable segments only) unmapped, exactly one; only active blocks carry a
+//   block-state  a block is allocated, pending (freed, waiting for stream events), recent,
+//                cached or (expandable segments only) unmapped, exactly one; only active blocks
+//                carry a
 //                requested size, never above the size; no two cached blocks are neighbours, nor
 //                two unmapped ones (they would have been merged)
 //   mapping      expandable segments: unmapped blocks start and end on page boundaries and are
@@ -13,7 +14,10 @@
 //   free-bins    the free bins hold exactly the cached blocks, each in its segment's pool, and
 //                are consistent in themselves (FreeBins::audit)
 //   stream-pools each stream's pools are filed under its id and count its live segments
-//   pointer-map  the pointer map holds exactly the allocated blocks, each under its address
+//   pointer-map  the pointer map holds exactly the allocated and recent blocks, each under its
+//                address
+//   recent       each stream's RecentFrees lists exactly its recent blocks, once each, and the
+//                allocator's count of them is their number
 //   pending      every pending stream event refers to a pending block of a live segment
 //   statistics   every current value equals what the blocks say (Snapshot::totals of the
 //                layout, the oversize counts), is not negative and is not above its peak
@@ -41,9 +45,10 @@ namespace {
 
 std::string describe(const Block* b) {
   if (b == nullptr) return "(no block)";
-  return fmt::format("block {:#x} of {} bytes{}{}{} in segment {:#x}", b->address, b->size,
+  return fmt::format("block {:#x} of {} bytes{}{}{}{} in segment {:#x}", b->address, b->size,
                      b->allocated ? ", allocated" : "", b->cached ? ", cached" : "",
-                     b->unmapped ? ", unmapped" : "", b->segment != nullptr ? b->segment->base : 0);
+                     b->recent ? ", recent" : "", b->unmapped ? ", unmapped" : "",
+                     b->segment != nullptr ? b->segment->base : 0);
 }
 
 std::string describe(const Segment* s) {
@@ -56,6 +61,7 @@ std::string describe(const Segment* s) {
 void AllocatorCore::validate() const {
   std::vector<const Block*> all;     // every block of every segment
   std::vector<const Block*> cached;  // the cached ones, to compare with the bins' contents
+  std::vector<const Block*> recent;  // the recent ones, to compare with the RecentFrees lists
   std::size_t allocated = 0;
   std::int64_t oversize_allocations = 0;
   std::int64_t oversize_segments = 0;
@@ -105,10 +111,16 @@ void AllocatorCore::validate() const {
       cursor += b->size;
       const bool pending = b->pending_events > 0;
       if (static_cast<int>(b->allocated) + static_cast<int>(b->cached) + static_cast<int>(pending) +
-              static_cast<int>(b->unmapped) !=
+              static_cast<int>(b->unmapped) + static_cast<int>(b->recent) !=
           1) {
         broken("block-state",
-               describe(b) + ": not exactly one of allocated, pending, cached, unmapped");
+               describe(b) + ": not exactly one of allocated, pending, recent, cached, unmapped");
+      }
+      if (b->recent) {
+        recent.push_back(b);
+        if (live_.find(b->address) != b) {
+          broken("pointer-map", describe(b) + ": recent, but not found under its address");
+        }
       }
       if (b->unmapped) {
         if (!s->expandable || (b->address - s->base) % s->page != 0 || b->size % s->page != 0) {
@@ -158,9 +170,9 @@ void AllocatorCore::validate() const {
   }
   // Every allocated block was found under its own (distinct) address, so an equal size means
   // the map holds nothing else.
-  if (live_.size() != allocated) {
-    broken("pointer-map",
-           fmt::format("it holds {} entries for {} allocated blocks", live_.size(), allocated));
+  if (live_.size() != allocated + recent.size()) {
+    broken("pointer-map", fmt::format("it holds {} entries for {} allocated and {} recent blocks",
+                                      live_.size(), allocated, recent.size()));
   }
 
   std::vector<const Block*> in_bins;
@@ -198,6 +210,26 @@ void AllocatorCore::validate() const {
       }
     }
   }
+  std::vector<const Block*> listed_recent;
+  for (const auto& [stream, pools] : pools_) {
+    const detail::RecentFrees& list = pools->recent;
+    if (list.count > list.blocks.size()) {
+      broken("recent", fmt::format("stream {} lists {} recent blocks", stream, list.count));
+    }
+    for (std::size_t i = 0; i < list.count; ++i) {
+      const Block* b = list.blocks[i];
+      if (b == nullptr || b->segment == nullptr || b->segment->recent != &list) {
+        broken("recent", describe(b) + fmt::format(": listed as recent by stream {}", stream));
+      }
+      listed_recent.push_back(b);
+    }
+  }
+  std::sort(recent.begin(), recent.end());
+  std::sort(listed_recent.begin(), listed_recent.end());
+  if (recent != listed_recent || recent_ != recent.size()) {
+    broken("recent", fmt::format("{} recent blocks, {} listed, {} counted", recent.size(),
+                                 listed_recent.size(), recent_));
+  }
   if (last_pools_ != nullptr) {
     const auto found = pools_.find(last_pools_->stream);
     if (found == pools_.end() || found->second.get() != last_pools_) {
@@ -224,7 +256,16 @@ void AllocatorCore::validate() const {
   }
 
   // Statistics: the snapshot's rebuild is the reference (the same one users compare with).
-  const MemoryStats expected = snap.totals();
+  MemoryStats expected = snap.totals();
+  // Recent blocks show as inactive blocks, but count in inactive_split only once merged.
+  for (const Block* b : recent) {
+    if (!b->counts_as_split(split_every_remainder_)) continue;
+    const StatPool pool = b->small_pool() ? StatPool::small : StatPool::large;
+    for (const auto i : {static_cast<std::size_t>(StatPool::all), static_cast<std::size_t>(pool)}) {
+      expected.inactive_split[i].current -= 1;
+      expected.inactive_split_bytes[i].current -= static_cast<std::int64_t>(b->size);
+    }
+  }
   // `pool` is "" for statistics kept once.
   const auto check = [](std::string_view name, std::string_view pool, const Stat& live,
                         std::int64_t want) {

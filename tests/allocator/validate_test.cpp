@@ -96,6 +96,7 @@ TEST_F(BrokenCore, ABlockThatNoLongerTilesItsSegment) {
 
 TEST_F(BrokenCore, ACachedBlockMissingFromTheFreeBins) {
   ASSERT_TRUE(core_.deallocate(b_));
+  core_.flush_recent();  // from the front cache into the bins
   detail::Block* a = Access::block(core_, a_);
   detail::Block* b = a->next;
   ASSERT_TRUE(b->cached);
@@ -104,6 +105,24 @@ TEST_F(BrokenCore, ACachedBlockMissingFromTheFreeBins) {
   EXPECT_EQ(broken_invariant(core_), "free-bins");
   b->cached = false;
   b->segment->bins->insert(b);
+  EXPECT_EQ(broken_invariant(core_), "");
+}
+
+TEST_F(BrokenCore, ARecentBlockTheFrontCacheLost) {
+  ASSERT_TRUE(core_.deallocate(b_));
+  detail::Block* b = Access::block(core_, a_)->next;
+  ASSERT_TRUE(b->recent);
+  ASSERT_EQ(b->segment->recent->count, 1U);
+  EXPECT_EQ(broken_invariant(core_), "");
+  b->segment->recent->count = 0;  // the list forgets it
+  EXPECT_EQ(broken_invariant(core_), "recent");
+  b->segment->recent->count = 1;
+  b->recent = false;  // the block forgets it
+  EXPECT_EQ(broken_invariant(core_), "block-state");
+  b->recent = true;
+  EXPECT_EQ(broken_invariant(core_), "");
+  core_.flush_recent();
+  EXPECT_TRUE(b->cached || !b->recent);  // merged into its neighbour or cached itself
   EXPECT_EQ(broken_invariant(core_), "");
 }
 

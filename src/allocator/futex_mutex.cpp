@@ -1,4 +1,4 @@
-// The slow paths of FutexMutex (include/memscope/detail/futex_mutex.hpp): spin, then sleep.
+// The slow paths of FutexMutex (include/memscope/detail/futex_mutex.hpp): sleep and wake.
 #include "memscope/detail/futex_mutex.hpp"
 
 #include <linux/futex.h>
@@ -7,17 +7,6 @@
 
 namespace memscope::detail {
 namespace {
-
-// Spins before sleeping: about a critical section's length (a few hundred cycles per try).
-constexpr int kSpins = 64;
-
-void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 void futex(std::atomic<std::uint32_t>& word, int op, std::uint32_t value) noexcept {
   // The kernel compares and sleeps atomically: a wake-up between our check and the sleep is not
@@ -30,17 +19,12 @@ void futex(std::atomic<std::uint32_t>& word, int op, std::uint32_t value) noexce
 }  // namespace
 
 void FutexMutex::lock_contended() noexcept {
-  for (int i = 0; i < kSpins; ++i) {
-    std::uint32_t expected = 0;
-    if (state_.load(std::memory_order_relaxed) == 0 &&
-        state_.compare_exchange_weak(expected, 1, std::memory_order_acquire,
-                                     std::memory_order_relaxed)) {
-      return;
-    }
-    cpu_relax();
-  }
-  // From here on the lock is taken as "held and maybe waited for" (2), so that whoever unlocks
-  // it wakes the next sleeper; a state of 2 with nobody asleep costs one spare wake-up.
+  // No spinning: measured on 2 cores (docs/benchmarks.md, "Hot path"), a waiter that spins
+  // pulls the lock's cache line away from the holder on every try; one that sleeps lets the
+  // holder run on with the line to itself. Two threads sharing an allocator did 0.45-0.7 times
+  // the pairs per second of one thread without spinning, 0.2-0.6 times with 64 spins.
+  // The lock is taken as "held and maybe waited for" (2), so that whoever unlocks it wakes the
+  // next sleeper; a state of 2 with nobody asleep costs one spare wake-up.
   while (state_.exchange(2, std::memory_order_acquire) != 0) {
     futex(state_, FUTEX_WAIT, 2);
   }

@@ -152,7 +152,9 @@ def thread_scaling_table(report):
           f"ratios are the median over {report['repetitions']} repetitions (min in parentheses) "
           f"of N threads ÷ 1 thread in the same repetition; cores: CPU seconds the threads got "
           f"per wall second (median); per CPU: pairs per CPU second at N threads ÷ at 1 thread "
-          f"(median), the cost of sharing that a busy machine hides from the wall-time ratio. "
+          f"(median), the cost of sharing that a busy machine hides from the wall-time ratio; "
+          f"(busy: n): n repetitions whose 1-thread run got under 0.9 of a core even after "
+          f"retries, so their ratios read high. "
           f"Priority: {report.get('priority', 'not recorded')}. "
           f"{report['hardware_threads']} hardware threads, load "
           f"average {report['load_average_before']} before, {report['load_average_after']} "
@@ -162,11 +164,13 @@ def thread_scaling_table(report):
     print("|---|---|---|---:|---:|---:|---|---|")
     for r in report["rows"]:
         cores = r["cores_used"]
+        short = r.get("one_thread_short", 0)
+        busy = f" (busy: {short})" if short else ""
         print(f"| {r['subject']} | {r['stream'] or '—'} | {human(r['size']) if r['size'] else '—'} "
               f"| {r['pairs_per_second']['1']:,.0f} "
               f"| {r['ratio_2_1']:.2f} ({r['ratio_2_1_min']:.2f}) "
               f"| {r['ratio_8_1']:.2f} ({r['ratio_8_1_min']:.2f}) "
-              f"| {cores['1']:.2f} / {cores['2']:.2f} / {cores['8']:.2f} "
+              f"| {cores['1']:.2f} / {cores['2']:.2f} / {cores['8']:.2f}{busy} "
               f"| {r['per_cpu_2_1']:.2f} / {r['per_cpu_8_1']:.2f} |")
 
 

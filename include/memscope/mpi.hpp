@@ -23,6 +23,8 @@
 // missing). If any rank's keys do not fit, every rank sees it in the same gather and all agree
 // a new table and gather again. Beside the collective, every rank sends rank 0 one small
 // "arrived" message (tag 32760 on `comm`), so a timeout can name the ranks that never came.
+// (No private duplicate of `comm`: MPI_Comm_dup is a collective that could hang. A program
+// receiving with MPI_ANY_TAG on `comm` while a gather runs could take memscope's messages.)
 //
 // Timeout: MPI has no collective timeout, so the collectives are non-blocking and polled until
 // `timeout` has passed since this rank entered gather(). Rank 0 then names the ranks whose
@@ -38,7 +40,9 @@
 // and to_json() are pure.
 // Errors: UsageError when MPI is not initialised (call MPI_Init first) or already finalised,
 // for a root outside the communicator, a timeout <= 0, a NaN value or a key holding a NUL
-// character; GatherTimeout as above; BackendError when an MPI call returns an error.
+// character; GatherTimeout as above; BackendError when an MPI call returns an error. Input
+// errors are thrown before any communication, on the rank with the bad input only: the other
+// ranks then get a GatherTimeout naming it.
 #pragma once
 
 #include <mpi.h>

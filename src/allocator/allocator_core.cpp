@@ -185,6 +185,29 @@ void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
 }
 
 void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryError::Figures& oom) {
+  // The hot path, kept small so that it saves no registers: a block of this very size freed on
+  // the last used stream a moment ago, still in the pointer map, unsplit (docs/design.md,
+  // "Hot path"). Everything else, and the same case with pending stream events to look at,
+  // goes the whole way.
+  StreamPools* const pools = last_pools_;
+  if (pools != nullptr && pools->stream == stream && pools->recent.count != 0 && pending_.empty() &&
+      size <= detail::kLargestRequest) [[likely]] {
+    const std::size_t rounded =
+        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
+    if (Block* recent = take_recent(pools->recent, rounded)) {
+      ++clock_;
+      --recent_;
+      count_allocation(recent, size);
+      if (hooks_ != 0) [[unlikely]]
+        after_allocate(*recent, size);
+      return reinterpret_cast<void*>(recent->address);  // NOLINT(performance-no-int-to-ptr)
+    }
+  }
+  return allocate_slow(size, stream, oom);
+}
+
+void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream,
+                                   OutOfMemoryError::Figures& oom) {
   if (!pending_.empty()) process_events();
   ++clock_;
   StreamPools& pools = pools_for(stream);
@@ -371,16 +394,32 @@ void AllocatorCore::count_allocation(Block* block, std::size_t requested) noexce
 }
 
 bool AllocatorCore::deallocate(void* ptr) noexcept {
-  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
-  Block* block = live_.find(address);
+  Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr || !block->allocated) return false;  // a recent block is mapped too
-  if (recording_events()) [[unlikely]]
-    record_free(*block);
+  // The hot path: into the front cache, with room there, nothing to record or wait for.
+  detail::RecentFrees& recent = *block->segment->recent;
+  if (recent.count < recent.blocks.size() && block->stream_uses.empty() && hooks_ == 0 &&
+      !config_.expandable_segments) [[likely]] {
+    uncount_allocation(block);
+    file_recent(block, recent);
+    return true;
+  }
+  deallocate_slow(block);
+  return true;
+}
+
+void AllocatorCore::uncount_allocation(Block* block) noexcept {
   const bool small = block->small_pool();
   block->allocated = false;
   decrease(stats_.allocation, small, 1);
   decrease(stats_.allocated_bytes, small, signed_size(block->size));
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+}
+
+void AllocatorCore::deallocate_slow(Block* block) noexcept {
+  if (recording_events()) [[unlikely]]
+    record_free(*block);
+  uncount_allocation(block);
   if (!block->stream_uses.empty()) {
     try {
       for (const StreamId s : block->stream_uses) {
@@ -398,11 +437,10 @@ bool AllocatorCore::deallocate(void* ptr) noexcept {
   }
   if (block->pending_events == 0 && !config_.expandable_segments) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
-    return true;
+    return;
   }
-  live_.erase(address);
+  live_.erase(block->address);
   if (block->pending_events == 0) cache_block(block);
-  return true;
 }
 
 void AllocatorCore::keep_recent(Block* block) noexcept {
@@ -413,6 +451,10 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
     --recent.count;
     --recent_;
   }
+  file_recent(block, recent);
+}
+
+void AllocatorCore::file_recent(Block* block, detail::RecentFrees& recent) noexcept {
   // inactive_split is counted when the block is merged into the bins (flush_recent_block), as
   // if it had been then; a block reused from here was never merged and never counted.
   const bool small = block->small_pool();

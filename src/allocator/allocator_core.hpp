@@ -114,11 +114,20 @@ class AllocatorCore {
                                std::size_t size) noexcept;
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   // The part of hand_out() a recent block needs: allocated, with its statistics.
-  void count_allocation(detail::Block* block, std::size_t requested) noexcept;
+  [[gnu::always_inline]] inline void count_allocation(detail::Block* block,
+                                                      std::size_t requested) noexcept;
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
   // Inactive (recent, or active after its statistics were counted) -> cached: merges it with
   // cached neighbours into the bins, counting only inactive_split.
   void merge_into_bins(detail::Block* block) noexcept;
+  [[gnu::noinline]] void* allocate_slow(std::size_t size, StreamId stream,
+                                        OutOfMemoryError::Figures& oom);
+  [[gnu::noinline]] void deallocate_slow(detail::Block* block) noexcept;
+  // allocated -> not: the statistics of the allocation (active ones change when it is cached).
+  [[gnu::always_inline]] inline void uncount_allocation(detail::Block* block) noexcept;
+  // Active -> recent into `recent`, which has room: the statistics of the free.
+  [[gnu::always_inline]] inline void file_recent(detail::Block* block,
+                                                 detail::RecentFrees& recent) noexcept;
   // Freed without stream uses: active -> recent (the front cache), evicting the oldest recent
   // block of its stream into the bins when the list is full. Fixed segments only: expandable
   // ones place every block at the lowest address that fits, which a front cache would undo.

@@ -1,6 +1,7 @@
 #include "exchange.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstddef>
 #include <string>
@@ -34,15 +35,6 @@ class Backoff {
   int polls_ = 0;
 };
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (const int r : ranks) {
-    if (!out.empty()) out += ", ";
-    out += std::to_string(r);
-  }
-  return out;
-}
-
 std::string timeout_message(const std::vector<int>& missing, std::chrono::milliseconds timeout,
                             std::string_view what) {
   const std::string after =
@@ -57,7 +49,7 @@ std::string timeout_message(const std::vector<int>& missing, std::chrono::millis
   return fmt::format(
       "memscope::mpi::gather: rank{} {} did not reach the gather within {} ms (rank 0 waited "
       "for {} arrival).{}",
-      missing.size() == 1 ? "" : "s", rank_list(missing), timeout.count(),
+      missing.size() == 1 ? "" : "s", fmt::join(missing, ", "), timeout.count(),
       missing.size() == 1 ? "its" : "their", after);
 }
 

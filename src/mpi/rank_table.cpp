@@ -1,6 +1,7 @@
 // The reduction of per-rank metrics and its text and JSON forms: pure functions, no MPI calls,
 // so gather() and the tests share one definition of min/max/argmax/missing.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <cstddef>
@@ -58,15 +59,6 @@ std::string number(double v) {
   return fmt::format("{:.6g}", v);
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out;
-  for (const int r : ranks) {
-    if (!out.empty()) out += ",";
-    out += std::to_string(r);
-  }
-  return out;
-}
-
 // Integral values (byte counts) as JSON integers, as Python's to_dict() writes its ints.
 nlohmann::json json_number(double v) {
   if (!std::isfinite(v)) return nullptr;
@@ -88,7 +80,7 @@ std::string RankTable::format() const {
   for (const auto& [key, r] : reductions) {
     out += fmt::format("  {:<{}}  {:>16}  {:>16}  {:>6}  {:>16}  {:>16}  {}\n", key, width,
                        number(r.min), number(r.max), r.argmax, number(r.mean), number(r.sum),
-                       r.missing.empty() ? "-" : rank_list(r.missing));
+                       r.missing.empty() ? "-" : fmt::to_string(fmt::join(r.missing, ",")));
   }
   if (world_size > 16) return out;  // a column per rank stops being readable
   out += fmt::format("  {:<{}}", "per rank", width);

@@ -19,10 +19,7 @@
 #include "common/proc_status.hpp"
 
 namespace memscope::cli {
-namespace {
 
-// The whole of a small /proc file (stat, status, cmdline); nullopt when it cannot be opened,
-// which for /proc means the process has gone.
 std::optional<std::string> read_proc_file(int pid, const char* name) {
   const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -38,6 +35,7 @@ std::optional<std::string> read_proc_file(int pid, const char* name) {
   ::close(fd);
   return text;
 }
+namespace {
 
 struct Stat {
   std::string comm;

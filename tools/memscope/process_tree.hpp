@@ -44,6 +44,10 @@ struct TreeProcess {
 // for a zombie too. nullopt when the process has gone.
 [[nodiscard]] std::optional<std::uint64_t> read_start_ticks(int pid);
 
+// The whole of /proc/<pid>/<name> (stat, status, cmdline, environ); nullopt when it cannot be
+// opened, which for /proc means the process has gone (or belongs to someone else).
+[[nodiscard]] std::optional<std::string> read_proc_file(int pid, const char* name);
+
 // /proc/<pid>/cmdline with the arguments joined by spaces; the name in /proc/<pid>/comm in
 // brackets when the command line is empty (a zombie, a kernel thread); "" if both are gone.
 [[nodiscard]] std::string read_command_line(int pid);

@@ -1,12 +1,12 @@
 #include "rank_env.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <array>
-#include <cerrno>
 #include <charconv>
 #include <map>
+#include <optional>
+#include <string>
+
+#include "process_tree.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -72,19 +72,8 @@ RankEnv parse_rank_env(std::string_view environ_block) {
 }
 
 RankEnv read_rank_env(int pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/environ";
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {};
-  std::string text;
-  char buffer[8192];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return parse_rank_env(text);
+  const std::optional<std::string> text = read_proc_file(pid, "environ");
+  return text ? parse_rank_env(*text) : RankEnv{};
 }
 
 }  // namespace memscope::cli

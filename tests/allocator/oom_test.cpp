@@ -37,7 +37,7 @@ TEST(OutOfMemory, FlushesOtherStreamsCacheAndRetries) {
   auto device = std::make_shared<SimulatedBackend>(64 * MiB);
   CachingAllocator allocator(device, AllocatorConfig{});
   void* a = allocator.allocate(40 * MiB, /*stream=*/1);
-  allocator.deallocate(a);  // cached on stream 1, useless to stream 2
+  allocator.deallocate(a);  // in stream 1's front cache, useless to stream 2: the retry reaches it
   void* b = allocator.allocate(40 * MiB, /*stream=*/2);
   const MemoryStats s = allocator.stats();
   EXPECT_EQ(s.num_alloc_retries, 1);

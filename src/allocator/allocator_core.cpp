@@ -196,14 +196,18 @@ void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryErro
         rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
     if (Block* recent = take_recent(pools->recent, rounded)) {
       ++clock_;
-      --recent_;
-      count_allocation(recent, size);
-      if (hooks_ != 0) [[unlikely]]
-        after_allocate(*recent, size);
-      return reinterpret_cast<void*>(recent->address);  // NOLINT(performance-no-int-to-ptr)
+      return reuse_recent(recent, size);
     }
   }
   return allocate_slow(size, stream, oom);
+}
+
+void* AllocatorCore::reuse_recent(Block* block, std::size_t size) noexcept {
+  --recent_;
+  count_allocation(block, size);
+  if (hooks_ != 0) [[unlikely]]
+    after_allocate(*block, size);
+  return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
 void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream,
@@ -215,16 +219,9 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream,
   if (size <= detail::kLargestRequest) {
     rounded =
         rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
-    // The hot path: a block of this very size freed on this stream a moment ago. It is still in
-    // the pointer map, unsplit, and needs no host memory.
+    // The fast path's case on another stream than the last, or after pending events completed.
     if (pools.recent.count != 0) {  // never with expandable segments: see keep_recent()
-      if (Block* recent = take_recent(pools.recent, rounded)) {
-        --recent_;
-        count_allocation(recent, size);
-        if (hooks_ != 0) [[unlikely]]
-          after_allocate(*recent, size);
-        return reinterpret_cast<void*>(recent->address);  // NOLINT(performance-no-int-to-ptr)
-      }
+      if (Block* recent = take_recent(pools.recent, rounded)) return reuse_recent(recent, size);
     }
   }
   // Everything that can fail for lack of host memory happens here, before any state changes.
@@ -457,11 +454,7 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
 void AllocatorCore::file_recent(Block* block, detail::RecentFrees& recent) noexcept {
   // inactive_split is counted when the block is merged into the bins (flush_recent_block), as
   // if it had been then; a block reused from here was never merged and never counted.
-  const bool small = block->small_pool();
-  const auto size = signed_size(block->size);
-  decrease(stats_.active, small, 1);
-  decrease(stats_.active_bytes, small, size);
-  decrease(stats_.requested_bytes, small, signed_size(block->requested_size));
+  uncount_active(block);
   block->requested_size = 0;
   block->recent = true;
   recent.blocks[recent.count++] = block;
@@ -504,11 +497,15 @@ void AllocatorCore::flush_recent_block(Block* block) noexcept {
   merge_into_bins(block);
 }
 
-void AllocatorCore::cache_block(Block* block) noexcept {
+void AllocatorCore::uncount_active(const Block* block) noexcept {
   const bool small = block->small_pool();
   decrease(stats_.active, small, 1);
   decrease(stats_.active_bytes, small, signed_size(block->size));
   decrease(stats_.requested_bytes, small, signed_size(block->requested_size));
+}
+
+void AllocatorCore::cache_block(Block* block) noexcept {
+  uncount_active(block);
   merge_into_bins(block);
 }
 

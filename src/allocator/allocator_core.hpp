@@ -123,6 +123,10 @@ class AllocatorCore {
   [[gnu::noinline]] void* allocate_slow(std::size_t size, StreamId stream,
                                         OutOfMemoryError::Figures& oom);
   [[gnu::noinline]] void deallocate_slow(detail::Block* block) noexcept;
+  // A recent block handed out again: allocated, counted, hooks run; its address.
+  [[gnu::always_inline]] inline void* reuse_recent(detail::Block* block, std::size_t size) noexcept;
+  // active -> not: the active and requested statistics of a block leaving use.
+  [[gnu::always_inline]] inline void uncount_active(const detail::Block* block) noexcept;
   // allocated -> not: the statistics of the allocation (active ones change when it is cached).
   [[gnu::always_inline]] inline void uncount_allocation(detail::Block* block) noexcept;
   // Active -> recent into `recent`, which has room: the statistics of the free.

@@ -11,6 +11,7 @@ import math
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,7 @@ def _torchrun(nproc: int, script: str, *args: str) -> subprocess.CompletedProces
         pytest.skip("torch is not installed (scripts/bootstrap installs a CPU build)")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(nproc),
            "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0", str(WORKERS / script), *args]
-    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    return _run(cmd)
 
 
 def _mpirun(nproc: int, script: str, *args: str) -> subprocess.CompletedProcess:
@@ -55,7 +56,23 @@ def _mpirun(nproc: int, script: str, *args: str) -> subprocess.CompletedProcess:
         pytest.skip("mpirun or mpi4py is missing (scripts/bootstrap installs OpenMPI, mpi4py)")
     cmd = [mpirun, "-np", str(nproc), "--oversubscribe", "--quiet", sys.executable,
            str(WORKERS / script), *args]
-    return subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=JOB_TIMEOUT)
+    return _run(cmd)
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Runs a job in its own session. One that outlives JOB_TIMEOUT is killed with all of its
+    processes and comes back with returncode -SIGKILL and what it printed: each test says what it
+    checks (the answers written, a clean exit), and no rank outlives the test."""
+    with subprocess.Popen(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as job:
+        try:
+            out, err = job.communicate(timeout=JOB_TIMEOUT)
+            return subprocess.CompletedProcess(cmd, job.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            os.killpg(job.pid, signal.SIGKILL)
+            out, err = job.communicate()
+            return subprocess.CompletedProcess(
+                cmd, -signal.SIGKILL, out, f"{err}\n[the job was killed after {JOB_TIMEOUT} s]")
 
 
 def _launch(engine: str, *args: str) -> subprocess.CompletedProcess:

@@ -6,8 +6,9 @@ table: rank r runs a stage "train" on a real host allocator holding (r+1)*3 MiB 
 a (r+1)*4 MiB temporary, and a stage "eval" ((r+1) MiB temporary) that rank 2 skips; it gathers
 those metrics (dst=None), gathers again with a key only rank 1 has (the key table is agreed
 again), then once more to rank 0 only without a timeout, and once in the group of its parity.
-exit: one rank (default 2) leaves before the gather (under MPI it sits in MPI_Finalize, which
-waits for the others); the others gather with a 5 s timeout. Each rank writes
+exit: one rank (default 2) never reaches the gather: under torchrun it exits; under MPI it waits
+elsewhere until the others have given up (no MPI_Finalize, whose fence may wait forever once the
+others have left). The others gather with a 5 s timeout. Each rank writes
 <out_dir>/rank<r>.json; the test checks the numbers.
 """
 
@@ -81,13 +82,12 @@ def main() -> None:
         out["format"] = first.format()
         out["engine_used"] = "torch" if "torch" in sys.modules else "mpi"
     elif scenario == "exit":
-        if rank == leaver:  # leaves without reaching the gather
+        if rank == leaver:  # never reaches the gather
             write(out_dir, rank, {**out, "left": True})
             if engine == "mpi":
-                # Leaving MPI without MPI_Finalize makes mpirun kill the job at once; Finalize
-                # waits (in OpenMPI's fence) until the others have timed out and left.
-                from mpi4py import MPI
-                MPI.Finalize()
+                # A rank that ends (finalised or not) makes mpirun end the job: stay until every
+                # rank has answered. MPI_Finalize is no way out: its fence can wait forever.
+                wait_for_answers(out_dir, size)
             os._exit(0)
         start = time.monotonic()
         try:
@@ -98,18 +98,22 @@ def main() -> None:
             out["missing_ranks"] = e.missing_ranks
         out["seconds"] = time.monotonic() - start
         write(out_dir, rank, out)
-        # A rank leaving without MPI_Finalize makes mpirun end the others: wait (bounded) until
-        # every rank has written its answer.
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not all(
-                os.path.exists(os.path.join(out_dir, f"rank{r}.json")) for r in range(size)):
-            time.sleep(0.05)
+        # The first rank to end without MPI_Finalize makes mpirun end the others: wait (bounded)
+        # until every rank has written its answer.
+        wait_for_answers(out_dir, size)
         sys.stdout.flush()
         os._exit(0)  # the group is unusable after a timeout: no finalise, no destroy
     write(out_dir, rank, out)
     if engine == "torch":
         import torch.distributed as dist
         dist.destroy_process_group()
+
+
+def wait_for_answers(out_dir: str, size: int, seconds: float = 60) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not all(
+            os.path.exists(os.path.join(out_dir, f"rank{r}.json")) for r in range(size)):
+        time.sleep(0.05)
 
 
 def write(out_dir: str, rank: int, out: dict) -> None:

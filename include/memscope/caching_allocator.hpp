@@ -21,6 +21,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -131,8 +132,13 @@ class CachingAllocator {
   void close_scope(PeakScope& scope) noexcept;
   [[nodiscard]] PeakValues scope_peak(const PeakScope& scope) const;
   void validate_if_debug();  // under the lock; nothing in release builds
-  // Out of line, so allocate()'s hot path holds no vector of observers.
-  [[noreturn, gnu::cold, gnu::noinline]] void throw_oom(const OutOfMemoryError::Figures& figures);
+  // deallocate() and try_deallocate(): false when `ptr` was not live (counted).
+  [[gnu::always_inline]] inline bool release(void* ptr) noexcept;
+  // allocate() after its hot path missed, with the lock held (it takes the lock over).
+  [[gnu::noinline]] void* allocate_locked(std::size_t bytes, StreamId stream);
+  // After a failed allocation, under `held`: takes the figures, releases the lock, tells the
+  // observers, throws. Out of line, so allocate()'s hot path holds no figures or observers.
+  [[noreturn, gnu::cold, gnu::noinline]] void throw_oom(std::unique_lock<detail::FutexMutex> held);
 
   std::shared_ptr<Backend> backend_;
   AllocatorConfig config_;

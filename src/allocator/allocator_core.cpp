@@ -5,31 +5,16 @@
 
 #include "allocator/size_rules.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MEMSCOPE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMSCOPE_ASAN 1
-#endif
-#endif
-#ifdef MEMSCOPE_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
-
 namespace memscope {
 
 using detail::Block;
 using detail::FreeBins;
+using detail::pool_index;
 using detail::Segment;
+using detail::signed_size;
 
 namespace {
-constexpr std::size_t kAll = static_cast<std::size_t>(StatPool::all);
-std::size_t pool_index(bool small) {
-  return static_cast<std::size_t>(small ? StatPool::small : StatPool::large);
-}
-std::int64_t signed_size(std::size_t n) {
-  return static_cast<std::int64_t>(n);
-}
+constexpr std::size_t kAll = detail::kAllPools;
 // Blocks and segments the recyclers keep across empty_cache(); the rest go back to the system.
 constexpr std::size_t kSpareBlocks = 64;
 #ifdef MEMSCOPE_ASAN
@@ -37,16 +22,55 @@ constexpr bool kAsan = true;
 #else
 constexpr bool kAsan = false;
 #endif
-}  // namespace
 
-void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  stat[kAll].increase(amount);
-  stat[pool_index(small)].increase(amount);
+// An active statistic from its allocated counterpart and the waiting blocks' (see stats_):
+// active rises only when a block is allocated, by the same amount, so the cumulative increase is
+// the allocated one's; it falls when a block is freed without waiting, or stops waiting.
+Stat derive_active(const Stat& allocated, const Stat& waiting, std::int64_t peak_while_waiting) {
+  Stat active;
+  active.current = allocated.current + waiting.current;
+  active.allocated = allocated.allocated;
+  active.freed = allocated.freed - waiting.allocated + waiting.freed;
+  active.peak = std::max(allocated.peak, peak_while_waiting);
+  return active;
 }
 
-void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  stat[kAll].decrease(amount);
-  stat[pool_index(small)].decrease(amount);
+}  // namespace
+
+MemoryStats AllocatorCore::stats() const noexcept {
+  MemoryStats out = stats_;
+  for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+    out.active[pool] = derive_active(stats_.allocation[pool], waiting_[pool], active_peak_[pool]);
+    out.active_bytes[pool] =
+        derive_active(stats_.allocated_bytes[pool], waiting_bytes_[pool], active_bytes_peak_[pool]);
+  }
+  return out;
+}
+
+void AllocatorCore::reset_peak_stats() noexcept {
+  stats_.reset_peak();
+  for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+    active_peak_[pool] = stats_.allocation[pool].current + waiting_[pool].current;
+    active_bytes_peak_[pool] = stats_.allocated_bytes[pool].current + waiting_bytes_[pool].current;
+  }
+}
+
+void AllocatorCore::reset_accumulated_stats() noexcept {
+  stats_.reset_accumulated();
+  for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+    waiting_[pool].reset_accumulated();
+    waiting_bytes_[pool].reset_accumulated();
+  }
+}
+
+void AllocatorCore::note_active_peaks(bool small) noexcept {
+  for (const std::size_t pool : {kAll, pool_index(small)}) {
+    active_peak_[pool] =
+        std::max(active_peak_[pool], stats_.allocation[pool].current + waiting_[pool].current);
+    active_bytes_peak_[pool] =
+        std::max(active_bytes_peak_[pool],
+                 stats_.allocated_bytes[pool].current + waiting_bytes_[pool].current);
+  }
 }
 
 AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
@@ -123,25 +147,10 @@ AllocatorCore::~AllocatorCore() noexcept {
   }
 }
 
-void AllocatorCore::poison(std::uintptr_t address, std::size_t size, bool on) const noexcept {
-#ifdef MEMSCOPE_ASAN
-  if (!poison_) return;
-  void* const p = reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
-  if (on) {
-    ASAN_POISON_MEMORY_REGION(p, size);
-  } else {
-    ASAN_UNPOISON_MEMORY_REGION(p, size);
-  }
-#else
-  (void)address;
-  (void)size;
-  (void)on;
-#endif
-}
-
 PeakScope::Windows::Values AllocatorCore::peak_counters() const noexcept {
   return {stats_.allocated_bytes[kAll].current, stats_.reserved_bytes[kAll].current,
-          stats_.active_bytes[kAll].current, stats_.requested_bytes[kAll].current};
+          stats_.allocated_bytes[kAll].current + waiting_bytes_[kAll].current,
+          stats_.requested_bytes[kAll].current};
 }
 
 inline AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
@@ -184,34 +193,7 @@ void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
   }
 }
 
-void* AllocatorCore::allocate(std::size_t size, StreamId stream, OutOfMemoryError::Figures& oom) {
-  // The hot path, kept small so that it saves no registers: a block of this very size freed on
-  // the last used stream a moment ago, still in the pointer map, unsplit (docs/design.md,
-  // "Hot path"). Everything else, and the same case with pending stream events to look at,
-  // goes the whole way.
-  StreamPools* const pools = last_pools_;
-  if (pools != nullptr && pools->stream == stream && pools->recent.count != 0 && pending_.empty() &&
-      size <= detail::kLargestRequest) [[likely]] {
-    const std::size_t rounded =
-        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
-    if (Block* recent = take_recent(pools->recent, rounded)) {
-      ++clock_;
-      return reuse_recent(recent, size);
-    }
-  }
-  return allocate_slow(size, stream, oom);
-}
-
-void* AllocatorCore::reuse_recent(Block* block, std::size_t size) noexcept {
-  --recent_;
-  count_allocation(block, size);
-  if (hooks_ != 0) [[unlikely]]
-    after_allocate(*block, size);
-  return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
-}
-
-void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream,
-                                   OutOfMemoryError::Figures& oom) {
+void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (!pending_.empty()) process_events();
   ++clock_;
   StreamPools& pools = pools_for(stream);
@@ -244,6 +226,8 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream,
   }
   if (block == nullptr) {
     ++stats_.num_ooms;
+    oom_ = {};
+    OutOfMemoryError::Figures& oom = oom_;
     oom.requested = size;
     oom.capacity = backend_.capacity();
     oom.device_free = backend_.free_bytes();
@@ -377,42 +361,6 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
   count_allocation(block, requested);
 }
 
-void AllocatorCore::count_allocation(Block* block, std::size_t requested) noexcept {
-  const bool small = block->small_pool();
-  poison(block->address, block->size, false);
-  block->allocated = true;
-  block->requested_size = requested;
-  increase(stats_.allocation, small, 1);
-  increase(stats_.allocated_bytes, small, signed_size(block->size));
-  increase(stats_.active, small, 1);
-  increase(stats_.active_bytes, small, signed_size(block->size));
-  increase(stats_.requested_bytes, small, signed_size(requested));
-  if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
-}
-
-bool AllocatorCore::deallocate(void* ptr) noexcept {
-  Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (block == nullptr || !block->allocated) return false;  // a recent block is mapped too
-  // The hot path: into the front cache, with room there, nothing to record or wait for.
-  detail::RecentFrees& recent = *block->segment->recent;
-  if (recent.count < recent.blocks.size() && block->stream_uses.empty() && hooks_ == 0 &&
-      !config_.expandable_segments) [[likely]] {
-    uncount_allocation(block);
-    file_recent(block, recent);
-    return true;
-  }
-  deallocate_slow(block);
-  return true;
-}
-
-void AllocatorCore::uncount_allocation(Block* block) noexcept {
-  const bool small = block->small_pool();
-  block->allocated = false;
-  decrease(stats_.allocation, small, 1);
-  decrease(stats_.allocated_bytes, small, signed_size(block->size));
-  if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
-}
-
 void AllocatorCore::deallocate_slow(Block* block) noexcept {
   if (recording_events()) [[unlikely]]
     record_free(*block);
@@ -431,6 +379,10 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
       ++block->pending_events;
     }
     block->stream_uses.clear();
+  }
+  if (block->pending_events > 0) {  // stays active until its streams' events are done
+    increase(waiting_, block->small_pool(), 1);
+    increase(waiting_bytes_, block->small_pool(), signed_size(block->size));
   }
   if (block->pending_events == 0 && !config_.expandable_segments) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
@@ -451,37 +403,6 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
   file_recent(block, recent);
 }
 
-void AllocatorCore::file_recent(Block* block, detail::RecentFrees& recent) noexcept {
-  // inactive_split is counted when the block is merged into the bins (flush_recent_block), as
-  // if it had been then; a block reused from here was never merged and never counted.
-  uncount_active(block);
-  block->requested_size = 0;
-  block->recent = true;
-  recent.blocks[recent.count++] = block;
-  ++recent_;
-  poison(block->address, block->size);
-}
-
-Block* AllocatorCore::take_recent(detail::RecentFrees& recent, std::size_t rounded) noexcept {
-  Block* const newest = recent.blocks[recent.count - 1];
-  if (newest->size == rounded) [[likely]] {
-    --recent.count;
-    newest->recent = false;
-    return newest;
-  }
-  for (std::size_t i = recent.count - 1; i-- > 0;) {  // the others, newest first
-    Block* block = recent.blocks[i];
-    if (block->size != rounded) continue;
-    std::copy(recent.blocks.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-              recent.blocks.begin() + static_cast<std::ptrdiff_t>(recent.count),
-              recent.blocks.begin() + static_cast<std::ptrdiff_t>(i));
-    --recent.count;
-    block->recent = false;
-    return block;
-  }
-  return nullptr;
-}
-
 void AllocatorCore::flush_recent() noexcept {
   for (const auto& entry : pools_) {
     detail::RecentFrees& recent = entry.second->recent;
@@ -495,13 +416,6 @@ void AllocatorCore::flush_recent_block(Block* block) noexcept {
   block->recent = false;
   live_.erase(block->address);
   merge_into_bins(block);
-}
-
-void AllocatorCore::uncount_active(const Block* block) noexcept {
-  const bool small = block->small_pool();
-  decrease(stats_.active, small, 1);
-  decrease(stats_.active_bytes, small, signed_size(block->size));
-  decrease(stats_.requested_bytes, small, signed_size(block->requested_size));
 }
 
 void AllocatorCore::cache_block(Block* block) noexcept {
@@ -732,13 +646,19 @@ void AllocatorCore::process_events() noexcept {
       pending_[kept++] = pe;
       continue;
     }
-    spare_events_.push_back(pe.event);
-    if (--pe.block->pending_events == 0) {
-      if (recording_events()) record_completed(*pe.block);
-      cache_block(pe.block);
-    }
+    event_done(pe);
   }
   pending_.resize(kept);
+}
+
+void AllocatorCore::event_done(const PendingEvent& pe) noexcept {
+  spare_events_.push_back(pe.event);
+  Block* const block = pe.block;
+  if (--block->pending_events != 0) return;  // other streams' events still to come
+  if (recording_events()) record_completed(*block);
+  decrease(waiting_, block->small_pool(), 1);
+  decrease(waiting_bytes_, block->small_pool(), signed_size(block->size));
+  cache_block(block);
 }
 
 void AllocatorCore::synchronize_events() noexcept {
@@ -749,11 +669,7 @@ void AllocatorCore::synchronize_events() noexcept {
     } catch (...) {
       // A failing device cannot be waited on; the block is handed back as the device is gone.
     }
-    spare_events_.push_back(pe.event);
-    if (--pe.block->pending_events == 0) {
-      if (recording_events()) record_completed(*pe.block);
-      cache_block(pe.block);
-    }
+    event_done(pe);
   }
   pending_.clear();
 }

@@ -33,7 +33,13 @@ class AllocatorCore {
 
   // A block for `size` bytes (size >= 1), or nullptr when even a flush and retry failed; then
   // `oom` holds the figures for the error message. May throw BackendError.
-  [[nodiscard]] void* allocate(std::size_t size, StreamId stream, OutOfMemoryError::Figures& oom);
+  [[nodiscard]] void* allocate(std::size_t size, StreamId stream);
+  // allocate() in two parts: reuse() is its hot path (a front-cache hit; nullptr otherwise, with
+  // nothing changed), allocate_slow() the rest, which the same block may still satisfy.
+  [[nodiscard]] void* reuse(std::size_t size, StreamId stream) noexcept;
+  [[gnu::noinline]] [[nodiscard]] void* allocate_slow(std::size_t size, StreamId stream);
+  // The figures for the message of the last allocate() that returned nullptr.
+  [[nodiscard]] const OutOfMemoryError::Figures& oom_figures() const noexcept { return oom_; }
   // False when `ptr` is not a live allocation.
   [[nodiscard]] bool deallocate(void* ptr) noexcept;
   void record_stream(void* ptr, StreamId stream);
@@ -48,9 +54,9 @@ class AllocatorCore {
   [[nodiscard]] bool has_recent() const noexcept { return recent_ != 0; }
   // Exact for the blocks as they are; inactive_split counts a front-cached block only once it is
   // merged (flush_recent() first for the figures PyTorch's rules give).
-  [[nodiscard]] const MemoryStats& stats() const noexcept { return stats_; }
-  void reset_peak_stats() noexcept { stats_.reset_peak(); }
-  void reset_accumulated_stats() noexcept { stats_.reset_accumulated(); }
+  [[nodiscard]] MemoryStats stats() const noexcept;
+  void reset_peak_stats() noexcept;
+  void reset_accumulated_stats() noexcept;
   void count_invalid_free() noexcept { ++stats_.num_invalid_frees; }
   [[nodiscard]] Snapshot snapshot() const;
   // Checks every invariant of the bookkeeping (listed in core_validate.cpp): segments tiled
@@ -116,16 +122,16 @@ class AllocatorCore {
   // The part of hand_out() a recent block needs: allocated, with its statistics.
   [[gnu::always_inline]] inline void count_allocation(detail::Block* block,
                                                       std::size_t requested) noexcept;
+  // An allocation while blocks wait: active may pass allocation's peak (see waiting_).
+  [[gnu::cold, gnu::noinline]] void note_active_peaks(bool small) noexcept;
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
   // Inactive (recent, or active after its statistics were counted) -> cached: merges it with
   // cached neighbours into the bins, counting only inactive_split.
   void merge_into_bins(detail::Block* block) noexcept;
-  [[gnu::noinline]] void* allocate_slow(std::size_t size, StreamId stream,
-                                        OutOfMemoryError::Figures& oom);
   [[gnu::noinline]] void deallocate_slow(detail::Block* block) noexcept;
   // A recent block handed out again: allocated, counted, hooks run; its address.
   [[gnu::always_inline]] inline void* reuse_recent(detail::Block* block, std::size_t size) noexcept;
-  // active -> not: the active and requested statistics of a block leaving use.
+  // active -> not: the requested statistics of a block leaving use (active's are derived).
   [[gnu::always_inline]] inline void uncount_active(const detail::Block* block) noexcept;
   // allocated -> not: the statistics of the allocation (active ones change when it is cached).
   [[gnu::always_inline]] inline void uncount_allocation(detail::Block* block) noexcept;
@@ -205,6 +211,9 @@ class AllocatorCore {
   std::size_t release_all_cached();
   void process_events() noexcept;
   void synchronize_events() noexcept;
+  // One of a waiting block's events is done (its EventId goes back to the spares); after its
+  // last one the block stops waiting and is cached.
+  void event_done(const PendingEvent& pe) noexcept;
   [[nodiscard]] EventId acquire_event();
   // Work that most calls skip, behind one test of hooks_ on the hot path: peak windows to
   // update after an allocation, events to record. Out of line, so the hot path stays small.
@@ -238,7 +247,18 @@ class AllocatorCore {
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
+  // Every statistic but active and active_bytes, which stats() derives: a block is active from
+  // its allocation until it is cached, so active = allocation + waiting, where waiting counts
+  // the blocks the caller freed whose streams' events are not done yet. The hot path, where
+  // nothing waits, then updates neither active statistic (docs/design.md, "Hot path").
   MemoryStats stats_;
+  OutOfMemoryError::Figures oom_;  // see oom_figures()
+  StatArray waiting_;              // blocks (count)
+  StatArray waiting_bytes_;        // their sizes
+  // active's and active_bytes' peaks reached while blocks waited (else active == allocation,
+  // whose own peak covers it), or their value at the last reset_peak_stats().
+  std::array<std::int64_t, kStatPools> active_peak_{};
+  std::array<std::int64_t, kStatPools> active_bytes_peak_{};
   PeakScope::Windows windows_;
   unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
   std::unique_ptr<detail::Recorder> recorder_;
@@ -266,3 +286,6 @@ class AllocatorCore {
 };
 
 }  // namespace memscope
+
+// The hot path's inline definitions (allocate, deallocate and what they call).
+#include "allocator/core_hot_path.hpp"  // IWYU pragma: export

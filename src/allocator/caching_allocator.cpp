@@ -133,24 +133,32 @@ CachingAllocator::~CachingAllocator() noexcept {
 
 void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   if (bytes == 0) return nullptr;
-  OutOfMemoryError::Figures figures;
-  {
-    const std::lock_guard lock(mutex_);
-    if (void* p = core_->allocate(bytes, stream, figures)) {
-      validate_if_debug();
+  mutex_.lock();
+  if constexpr (!kValidateEachChange) {
+    // A cache hit, inline and unable to throw: no lock object, so that the miss is a tail call
+    // and the hit saves no registers.
+    if (void* p = core_->reuse(bytes, stream)) [[likely]] {
+      mutex_.unlock();
       return p;
     }
-    validate_if_debug();  // the failed attempt released every cached segment
   }
-  throw_oom(figures);
+  return allocate_locked(bytes, stream);
 }
 
-void CachingAllocator::throw_oom(const OutOfMemoryError::Figures& figures) {
-  std::vector<OomObserver> observers;
-  {
-    const std::lock_guard lock(mutex_);
-    observers = oom_observers_;
+void* CachingAllocator::allocate_locked(std::size_t bytes, StreamId stream) {
+  std::unique_lock lock(mutex_, std::adopt_lock);
+  if (void* p = core_->allocate_slow(bytes, stream)) {
+    validate_if_debug();
+    return p;
   }
+  throw_oom(std::move(lock));
+}
+
+void CachingAllocator::throw_oom(std::unique_lock<detail::FutexMutex> held) {
+  validate_if_debug();  // the failed attempt released every cached segment
+  const OutOfMemoryError::Figures figures = core_->oom_figures();
+  std::vector<OomObserver> observers = oom_observers_;
+  held.unlock();
   // Observers run without the lock, so they may inspect or free memory of this allocator.
   const OutOfMemoryError error(detail::format_oom_message(figures, backend_->name(), config_),
                                figures);
@@ -158,10 +166,10 @@ void CachingAllocator::throw_oom(const OutOfMemoryError::Figures& figures) {
   throw error;
 }
 
-bool CachingAllocator::try_deallocate(void* ptr) noexcept {
+bool CachingAllocator::release(void* ptr) noexcept {
   if (ptr == nullptr) return true;
   const std::lock_guard lock(mutex_);
-  if (core_->deallocate(ptr)) {
+  if (core_->deallocate(ptr)) [[likely]] {  // a free into the front cache runs inline
     validate_if_debug();
     return true;
   }
@@ -169,9 +177,14 @@ bool CachingAllocator::try_deallocate(void* ptr) noexcept {
   return false;
 }
 
-void CachingAllocator::deallocate(void* ptr) noexcept {
-  if (try_deallocate(ptr)) return;
-  // A double free or a foreign pointer is a bug in the caller; say so once, never crash.
+bool CachingAllocator::try_deallocate(void* ptr) noexcept {
+  return release(ptr);
+}
+
+namespace {
+
+// A double free or a foreign pointer is a bug in the caller; say so once, never crash.
+[[gnu::cold, gnu::noinline]] void report_invalid_free(void* ptr) noexcept {
   static std::once_flag reported;
   std::call_once(reported, [ptr] {
     std::fprintf(stderr,
@@ -179,6 +192,14 @@ void CachingAllocator::deallocate(void* ptr) noexcept {
                  "or foreign pointer); ignored. Further cases are counted in num_invalid_frees.\n",
                  ptr);
   });
+}
+
+}  // namespace
+
+void CachingAllocator::deallocate(void* ptr) noexcept {
+  if (release(ptr)) [[likely]]
+    return;
+  report_invalid_free(ptr);
 }
 
 void CachingAllocator::record_stream(void* ptr, StreamId stream) {

@@ -279,14 +279,15 @@ void AllocatorCore::validate() const {
                                        pool, live.current, live.peak));
     }
   };
+  const MemoryStats live = stats();  // active ones derived from allocation's and waiting_
   for (const StatFamily& family : kStatFamilies) {
     for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-      check(family.name, kStatPoolNames[pool], (stats_.*family.member)[pool],
+      check(family.name, kStatPoolNames[pool], (live.*family.member)[pool],
             (expected.*family.member)[pool].current);
     }
   }
-  check("oversize_allocations", "", stats_.oversize_allocations, oversize_allocations);
-  check("oversize_segments", "", stats_.oversize_segments, oversize_segments);
+  check("oversize_allocations", "", live.oversize_allocations, oversize_allocations);
+  check("oversize_segments", "", live.oversize_segments, oversize_segments);
 }
 
 }  // namespace memscope

@@ -30,15 +30,12 @@ namespace memscope {
 
 using detail::Block;
 using detail::Segment;
+using detail::signed_size;
 
 namespace {
 
 void* as_pointer(std::uintptr_t address) {
   return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
-}
-
-std::int64_t signed_size(std::size_t n) {
-  return static_cast<std::int64_t>(n);
 }
 
 std::size_t round_up(std::size_t n, std::size_t page) {

@@ -1,5 +1,5 @@
 // The strongest test the field has: a long seeded random sequence of allocations, frees,
-// record_streams, empty_caches and peak resets over several streams and sizes from 1 B to
+// record_streams, empty_caches and peak and total resets over several streams and sizes from 1 B to
 // 1 GiB, with every invariant checked after every step: the allocator's own
 // (CachingAllocator::validate(): blocks tile their segments, the cache holds exactly the free
 // blocks, statistics rebuilt from the blocks equal the live ones, current <= peak) and those of
@@ -8,12 +8,15 @@
 // device's reserved bytes agree with the statistics).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "allocator_invariants.hpp"
@@ -82,9 +85,14 @@ class RandomSequence {
         toggle_hold();
       } else if (op < 993) {
         empty_cache();
-      } else {
+      } else if (op < 997) {
         allocator_.reset_peak_stats();
         previous_ = allocator_.stats();
+        remember(previous_, &Counted::peak);
+      } else {
+        carry_accumulated();
+        allocator_.reset_accumulated_stats();
+        remember(allocator_.stats(), &Counted::base);
       }
       if (!check()) return false;
     }
@@ -92,6 +100,64 @@ class RandomSequence {
   }
 
   [[nodiscard]] const CachingAllocator& allocator() const { return allocator_; }
+  // memory_stats() as if reset_accumulated_stats() had never run: what the sequence exercised.
+  [[nodiscard]] std::map<std::string, std::int64_t> totals() const {
+    std::map<std::string, std::int64_t> out = allocator_.memory_stats();
+    for (const auto& [key, value] : carried_) out[key] += value;
+    return out;
+  }
+
+ private:
+  // The statistics of blocks in use, which rise only when a block is allocated (one step): each
+  // one's peak is exactly the most it was after any step since the last reset_peak_stats().
+  // The model also keeps each current at the last reset_accumulated_stats(), when allocated and
+  // freed restart from 0: then allocated - freed == current - base. active and active_bytes
+  // are derived (allocation + the blocks waiting on streams): this checks the derivation.
+  static constexpr std::array<StatArray MemoryStats::*, 5> kInUse{
+      &MemoryStats::allocation, &MemoryStats::active, &MemoryStats::allocated_bytes,
+      &MemoryStats::active_bytes, &MemoryStats::requested_bytes};
+  struct Counted {
+    std::int64_t peak = 0;
+    std::int64_t base = 0;
+  };
+  void remember(const MemoryStats& s, std::int64_t Counted::*what) {
+    for (std::size_t f = 0; f < kInUse.size(); ++f) {
+      for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+        model_[f][pool].*what = (s.*kInUse[f])[pool].current;
+      }
+    }
+  }
+  static std::string_view family_name(std::size_t f) {
+    for (const StatFamily& family : kStatFamilies) {
+      if (family.member == kInUse[f]) return family.name;
+    }
+    return "?";
+  }
+  void check_in_use(const MemoryStats& now) {
+    for (std::size_t f = 0; f < kInUse.size(); ++f) {
+      for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+        const Stat& stat = (now.*kInUse[f])[pool];
+        Counted& model = model_[f][pool];
+        model.peak = std::max(model.peak, stat.current);
+        EXPECT_EQ(stat.peak, model.peak) << "step " << step_ << ": " << family_name(f) << "."
+                                         << kStatPoolNames[pool] << ": the peak is not exact";
+        EXPECT_EQ(stat.allocated - stat.freed, stat.current - model.base)
+            << "step " << step_ << ": " << family_name(f) << "." << kStatPoolNames[pool]
+            << ": allocated - freed disagrees with current";
+      }
+    }
+  }
+  std::array<std::array<Counted, kStatPools>, kInUse.size()> model_{};
+  void carry_accumulated() {
+    for (const auto& [key, value] : allocator_.memory_stats()) {
+      if (key.ends_with(".allocated") || key.ends_with(".freed") || key.starts_with("num_")) {
+        carried_[key] += value;
+      }
+    }
+  }
+  std::map<std::string, std::int64_t> carried_;  // accumulated totals before resets
+
+ public:
   // Pending blocks check_expandable() looked at (summed over steps).
   [[nodiscard]] long pending_checks() const { return pending_checks_; }
 
@@ -191,6 +257,7 @@ class RandomSequence {
     EXPECT_TRUE(valid) << "step " << step_;
     // Peaks never fall between resets.
     if (!peaks_monotone(previous_, now)) return false;
+    check_in_use(now);
     EXPECT_EQ(device_->reserved_bytes(), static_cast<std::size_t>(now.reserved_bytes[0].current));
     EXPECT_EQ(now.allocation[0].current, static_cast<std::int64_t>(live_.size()));
     if (allocator_.config().expandable_segments) check_expandable();
@@ -237,12 +304,12 @@ TEST(RandomSequence, HundredThousandStepsDefaultConfig) {
   ASSERT_TRUE(sequence.run(100'000));
   EXPECT_TRUE(testing::snapshot_consistent(sequence.allocator().snapshot()));
   // The sequence must really exercise the machinery it claims to test.
-  const MemoryStats s = sequence.allocator().stats();
-  EXPECT_GT(s.num_device_alloc, 100);
-  EXPECT_GT(s.num_device_free, 100);
-  EXPECT_GT(s.inactive_split[0].allocated, 1000);
-  EXPECT_GT(s.allocation[1].allocated, 5000);  // small pool
-  EXPECT_GT(s.allocation[2].allocated, 5000);  // large pool
+  const auto s = sequence.totals();
+  EXPECT_GT(s.at("num_device_alloc"), 100);
+  EXPECT_GT(s.at("num_device_free"), 100);
+  EXPECT_GT(s.at("inactive_split.all.allocated"), 1000);
+  EXPECT_GT(s.at("allocation.small_pool.allocated"), 5000);
+  EXPECT_GT(s.at("allocation.large_pool.allocated"), 5000);
 }
 
 TEST(RandomSequence, TwentyThousandStepsWithSplitLimitRoundingAndGc) {
@@ -251,9 +318,9 @@ TEST(RandomSequence, TwentyThousandStepsWithSplitLimitRoundingAndGc) {
       "memory_limit:4GiB");
   RandomSequence sequence(7, config);
   ASSERT_TRUE(sequence.run(20'000));
-  const MemoryStats s = sequence.allocator().stats();
-  EXPECT_GT(s.oversize_allocations.allocated, 100);
-  EXPECT_GT(s.num_ooms, 0);  // a 4 GiB limit with up to 96 blocks of up to 1 GiB
+  const auto s = sequence.totals();
+  EXPECT_GT(s.at("oversize_allocations.allocated"), 100);
+  EXPECT_GT(s.at("num_ooms"), 0);  // a 4 GiB limit with up to 96 blocks of up to 1 GiB
 }
 
 // Expandable segments under each page-recycling policy: the same sequence, and after every step
@@ -265,12 +332,12 @@ TEST_P(RandomSequenceExpandable, TwentyThousandStepsKeepSnapshotStatisticsAndPen
       std::string("expandable_segments:true,expandable_segments_recycling:") + GetParam());
   RandomSequence sequence(20261203, config);
   ASSERT_TRUE(sequence.run(20'000));
-  const MemoryStats s = sequence.allocator().stats();
-  EXPECT_GT(s.num_device_alloc, 100);  // map calls
-  EXPECT_GT(s.num_device_free, 100);   // unmap calls
-  EXPECT_GT(s.inactive_split[0].allocated, 1000);
-  EXPECT_GT(s.allocation[1].allocated, 1000);  // small pool
-  EXPECT_GT(s.allocation[2].allocated, 1000);  // large pool
+  const auto s = sequence.totals();
+  EXPECT_GT(s.at("num_device_alloc"), 100);  // map calls
+  EXPECT_GT(s.at("num_device_free"), 100);   // unmap calls
+  EXPECT_GT(s.at("inactive_split.all.allocated"), 1000);
+  EXPECT_GT(s.at("allocation.small_pool.allocated"), 1000);
+  EXPECT_GT(s.at("allocation.large_pool.allocated"), 1000);
   EXPECT_GT(sequence.pending_checks(), 1000);  // blocks waiting on held streams were watched
 }
 
@@ -283,10 +350,10 @@ TEST_P(RandomSequenceExpandable, TwentyThousandStepsWithSplitLimitAndATightMemor
       GetParam());
   RandomSequence sequence(11, config);
   ASSERT_TRUE(sequence.run(20'000));
-  const MemoryStats s = sequence.allocator().stats();
-  EXPECT_GT(s.num_ooms, 0);
-  EXPECT_GT(s.num_alloc_retries, 0);
-  EXPECT_GT(s.oversize_allocations.allocated, 100);
+  const auto s = sequence.totals();
+  EXPECT_GT(s.at("num_ooms"), 0);
+  EXPECT_GT(s.at("num_alloc_retries"), 0);
+  EXPECT_GT(s.at("oversize_allocations.allocated"), 100);
 }
 
 INSTANTIATE_TEST_SUITE_P(Recycling, RandomSequenceExpandable,

@@ -1,0 +1,172 @@
+// AllocatorCore's hot path, inline: a cache hit (an allocation of a size freed a moment ago on
+// the same stream, taken from the front cache) and a free into the front cache, with the
+// statistics they update. allocator_core.hpp includes this at its end, so CachingAllocator's
+// allocate() and deallocate() run these with no call into the core (docs/design.md, "Hot
+// path"); everything else is out of line in allocator_core.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+#include "allocator/allocator_core.hpp"
+#include "allocator/size_rules.hpp"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MEMSCOPE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MEMSCOPE_ASAN 1
+#endif
+#endif
+#ifdef MEMSCOPE_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace memscope {
+namespace detail {
+
+inline constexpr std::size_t kAllPools = static_cast<std::size_t>(StatPool::all);
+[[nodiscard]] inline std::size_t pool_index(bool small) noexcept {
+  return static_cast<std::size_t>(small ? StatPool::small : StatPool::large);
+}
+[[nodiscard]] inline std::int64_t signed_size(std::size_t n) noexcept {
+  return static_cast<std::int64_t>(n);
+}
+
+}  // namespace detail
+
+inline void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
+  stat[detail::kAllPools].increase(amount);
+  stat[detail::pool_index(small)].increase(amount);
+}
+
+inline void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) noexcept {
+  stat[detail::kAllPools].decrease(amount);
+  stat[detail::pool_index(small)].decrease(amount);
+}
+
+inline void AllocatorCore::poison(std::uintptr_t address, std::size_t size,
+                                  bool on) const noexcept {
+#ifdef MEMSCOPE_ASAN
+  if (!poison_) return;
+  void* const p = reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+  if (on) {
+    ASAN_POISON_MEMORY_REGION(p, size);
+  } else {
+    ASAN_UNPOISON_MEMORY_REGION(p, size);
+  }
+#else
+  (void)address;
+  (void)size;
+  (void)on;
+#endif
+}
+
+inline void* AllocatorCore::allocate(std::size_t size, StreamId stream) {
+  if (void* p = reuse(size, stream)) [[likely]]
+    return p;
+  return allocate_slow(size, stream);
+}
+
+inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
+  // The hot path, kept small so that it saves no registers: a block of this very size freed on
+  // the last used stream a moment ago, still in the pointer map, unsplit (docs/design.md,
+  // "Hot path"). Everything else, and the same case with pending stream events to look at,
+  // goes the whole way (allocate_slow).
+  StreamPools* const pools = last_pools_;
+  if (pools != nullptr && pools->stream == stream && pools->recent.count != 0 && pending_.empty() &&
+      size <= detail::kLargestRequest) [[likely]] {
+    const std::size_t rounded =
+        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
+    if (detail::Block* recent = take_recent(pools->recent, rounded)) {
+      ++clock_;
+      return reuse_recent(recent, size);
+    }
+  }
+  return nullptr;
+}
+
+inline void* AllocatorCore::reuse_recent(detail::Block* block, std::size_t size) noexcept {
+  --recent_;
+  count_allocation(block, size);
+  if (hooks_ != 0) [[unlikely]]
+    after_allocate(*block, size);
+  return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
+}
+
+inline void AllocatorCore::count_allocation(detail::Block* block, std::size_t requested) noexcept {
+  const bool small = block->small_pool();
+  poison(block->address, block->size, false);
+  block->allocated = true;
+  block->requested_size = requested;
+  increase(stats_.allocation, small, 1);
+  increase(stats_.allocated_bytes, small, detail::signed_size(block->size));
+  increase(stats_.requested_bytes, small, detail::signed_size(requested));
+  // Active rose with allocation; only while blocks wait can it pass allocation's peak.
+  if (waiting_[detail::kAllPools].current != 0) [[unlikely]]
+    note_active_peaks(small);
+  if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+}
+
+inline bool AllocatorCore::deallocate(void* ptr) noexcept {
+  detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (block == nullptr || !block->allocated) return false;  // a recent block is mapped too
+  // The hot path: into the front cache, with room there, nothing to record or wait for.
+  detail::RecentFrees& recent = *block->segment->recent;
+  if (recent.count < recent.blocks.size() && block->stream_uses.empty() && hooks_ == 0 &&
+      !config_.expandable_segments) [[likely]] {
+    uncount_allocation(block);
+    file_recent(block, recent);
+    return true;
+  }
+  deallocate_slow(block);
+  return true;
+}
+
+inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
+  const bool small = block->small_pool();
+  block->allocated = false;
+  decrease(stats_.allocation, small, 1);
+  decrease(stats_.allocated_bytes, small, detail::signed_size(block->size));
+  if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+}
+
+inline void AllocatorCore::file_recent(detail::Block* block, detail::RecentFrees& recent) noexcept {
+  // inactive_split is counted when the block is merged into the bins (flush_recent_block), as
+  // if it had been then; a block reused from here was never merged and never counted.
+  uncount_active(block);
+  block->requested_size = 0;
+  block->recent = true;
+  recent.blocks[recent.count++] = block;
+  ++recent_;
+  poison(block->address, block->size);
+}
+
+inline detail::Block* AllocatorCore::take_recent(detail::RecentFrees& recent,
+                                                 std::size_t rounded) noexcept {
+  detail::Block* const newest = recent.blocks[recent.count - 1];
+  if (newest->size == rounded) [[likely]] {
+    --recent.count;
+    newest->recent = false;
+    return newest;
+  }
+  for (std::size_t i = recent.count - 1; i-- > 0;) {  // the others, newest first
+    detail::Block* block = recent.blocks[i];
+    if (block->size != rounded) continue;
+    std::copy(recent.blocks.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+              recent.blocks.begin() + static_cast<std::ptrdiff_t>(recent.count),
+              recent.blocks.begin() + static_cast<std::ptrdiff_t>(i));
+    --recent.count;
+    block->recent = false;
+    return block;
+  }
+  return nullptr;
+}
+
+inline void AllocatorCore::uncount_active(const detail::Block* block) noexcept {
+  const bool small = block->small_pool();
+  decrease(stats_.requested_bytes, small, detail::signed_size(block->requested_size));
+}
+
+}  // namespace memscope

@@ -23,6 +23,12 @@ constexpr bool kAsan = true;
 constexpr bool kAsan = false;
 #endif
 
+// A Stat as kept inside the core (see stats_: `freed` holds the base) as users read it.
+Stat reported(Stat kept) noexcept {
+  kept.freed = kept.allocated - kept.current + kept.freed;
+  return kept;
+}
+
 // An active statistic from its allocated counterpart and the waiting blocks' (see stats_):
 // active rises only when a block is allocated, by the same amount, so the cumulative increase is
 // the allocated one's; it falls when a block is freed without waiting, or stops waiting.
@@ -37,12 +43,28 @@ Stat derive_active(const Stat& allocated, const Stat& waiting, std::int64_t peak
 
 }  // namespace
 
+template <class F>
+void AllocatorCore::for_each_kept_stat(F&& f) {
+  for (const StatFamily& family : kStatFamilies) {
+    for (Stat& stat : stats_.*family.member) f(stat);
+  }
+  for (const SingleStat& single : kSingleStats) f(stats_.*single.member);
+  for (StatArray* waiting : {&waiting_, &waiting_bytes_}) {
+    for (Stat& stat : *waiting) f(stat);
+  }
+}
+
 MemoryStats AllocatorCore::stats() const noexcept {
   MemoryStats out = stats_;
+  for (const StatFamily& family : kStatFamilies) {
+    for (Stat& stat : out.*family.member) stat = reported(stat);
+  }
+  for (const SingleStat& single : kSingleStats) out.*single.member = reported(out.*single.member);
   for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-    out.active[pool] = derive_active(stats_.allocation[pool], waiting_[pool], active_peak_[pool]);
-    out.active_bytes[pool] =
-        derive_active(stats_.allocated_bytes[pool], waiting_bytes_[pool], active_bytes_peak_[pool]);
+    out.active[pool] =
+        derive_active(out.allocation[pool], reported(waiting_[pool]), active_peak_[pool]);
+    out.active_bytes[pool] = derive_active(
+        out.allocated_bytes[pool], reported(waiting_bytes_[pool]), active_bytes_peak_[pool]);
   }
   return out;
 }
@@ -56,11 +78,11 @@ void AllocatorCore::reset_peak_stats() noexcept {
 }
 
 void AllocatorCore::reset_accumulated_stats() noexcept {
-  stats_.reset_accumulated();
-  for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-    waiting_[pool].reset_accumulated();
-    waiting_bytes_[pool].reset_accumulated();
-  }
+  stats_.reset_accumulated();  // the num_* counters too
+  for_each_kept_stat([](Stat& stat) {
+    stat.allocated = 0;
+    stat.freed = stat.current;  // the base: freed counts from here
+  });
 }
 
 void AllocatorCore::note_active_peaks(bool small) noexcept {
@@ -476,7 +498,7 @@ void AllocatorCore::release_segment(Block* block) noexcept {
   const bool small = segment->small_pool;
   decrease(stats_.segment, small, 1);
   decrease(stats_.reserved_bytes, small, signed_size(segment->size));
-  if (segment->size >= config_.max_split_size) stats_.oversize_segments.decrease(1);
+  if (segment->size >= config_.max_split_size) --stats_.oversize_segments.current;
   ++stats_.num_device_free;
   if (segment->prev != nullptr) segment->prev->next = segment->next;
   if (segment->next != nullptr) segment->next->prev = segment->prev;

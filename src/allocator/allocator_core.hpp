@@ -124,6 +124,9 @@ class AllocatorCore {
                                                       std::size_t requested) noexcept;
   // An allocation while blocks wait: active may pass allocation's peak (see waiting_).
   [[gnu::cold, gnu::noinline]] void note_active_peaks(bool small) noexcept;
+  // Calls f(Stat&) on every Stat the core keeps: stats_ (families, single ones) and waiting_*.
+  template <class F>
+  void for_each_kept_stat(F&& f);
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
   // Inactive (recent, or active after its statistics were counted) -> cached: merges it with
   // cached neighbours into the bins, counting only inactive_split.
@@ -234,6 +237,7 @@ class AllocatorCore {
   void poison(std::uintptr_t address, std::size_t size, bool on = true) const noexcept;
 
   // Per-pool statistics updates: `small` selects small_pool or large_pool besides all.
+  // decrease() changes `current` only (see stats_).
   static void increase(StatArray& stat, bool small, std::int64_t amount) noexcept;
   static void decrease(StatArray& stat, bool small, std::int64_t amount) noexcept;
 
@@ -247,6 +251,9 @@ class AllocatorCore {
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
+  // Every Stat here keeps in `freed` not the cumulative decrease but the value `current` had at
+  // the last reset_accumulated_stats() (0 before): freed = allocated - current + that, which
+  // stats() computes, so no decrease writes a second counter.
   // Every statistic but active and active_bytes, which stats() derives: a block is active from
   // its allocation until it is cached, so active = allocation + waiting, where waiting counts
   // the blocks the caller freed whose streams' events are not done yet. The hot path, where

@@ -42,8 +42,8 @@ inline void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t am
 }
 
 inline void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  stat[detail::kAllPools].decrease(amount);
-  stat[detail::pool_index(small)].decrease(amount);
+  stat[detail::kAllPools].current -= amount;  // freed is derived (see stats_)
+  stat[detail::pool_index(small)].current -= amount;
 }
 
 inline void AllocatorCore::poison(std::uintptr_t address, std::size_t size,
@@ -129,7 +129,7 @@ inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
   block->allocated = false;
   decrease(stats_.allocation, small, 1);
   decrease(stats_.allocated_bytes, small, detail::signed_size(block->size));
-  if (block->size >= config_.max_split_size) stats_.oversize_allocations.decrease(1);
+  if (block->size >= config_.max_split_size) --stats_.oversize_allocations.current;
 }
 
 inline void AllocatorCore::file_recent(detail::Block* block, detail::RecentFrees& recent) noexcept {

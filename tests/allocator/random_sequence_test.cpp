@@ -88,11 +88,11 @@ class RandomSequence {
       } else if (op < 997) {
         allocator_.reset_peak_stats();
         previous_ = allocator_.stats();
-        remember(previous_, &Counted::peak);
+        remember_peaks(previous_);
       } else {
         carry_accumulated();
         allocator_.reset_accumulated_stats();
-        remember(allocator_.stats(), &Counted::base);
+        remember_bases(allocator_.stats());
       }
       if (!check()) return false;
     }
@@ -110,21 +110,45 @@ class RandomSequence {
  private:
   // The statistics of blocks in use, which rise only when a block is allocated (one step): each
   // one's peak is exactly the most it was after any step since the last reset_peak_stats().
-  // The model also keeps each current at the last reset_accumulated_stats(), when allocated and
-  // freed restart from 0: then allocated - freed == current - base. active and active_bytes
-  // are derived (allocation + the blocks waiting on streams): this checks the derivation.
+  // active and active_bytes are derived (allocation + the blocks waiting on streams), and so is
+  // every `freed` (from allocated, current, and current at the last reset): this checks both.
   static constexpr std::array<StatArray MemoryStats::*, 5> kInUse{
       &MemoryStats::allocation, &MemoryStats::active, &MemoryStats::allocated_bytes,
       &MemoryStats::active_bytes, &MemoryStats::requested_bytes};
-  struct Counted {
-    std::int64_t peak = 0;
-    std::int64_t base = 0;
-  };
-  void remember(const MemoryStats& s, std::int64_t Counted::*what) {
+  void remember_peaks(const MemoryStats& s) {
     for (std::size_t f = 0; f < kInUse.size(); ++f) {
       for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-        model_[f][pool].*what = (s.*kInUse[f])[pool].current;
+        peaks_[f][pool] = (s.*kInUse[f])[pool].current;
       }
+    }
+  }
+  // Every statistic's current at the last reset_accumulated_stats(), when allocated and freed
+  // restart from 0: from then on allocated - freed == current - base.
+  void remember_bases(const MemoryStats& s) {
+    for (std::size_t f = 0; f < kStatFamilies.size(); ++f) {
+      for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+        family_bases_[f][pool] = (s.*kStatFamilies[f].member)[pool].current;
+      }
+    }
+    for (std::size_t f = 0; f < kSingleStats.size(); ++f) {
+      single_bases_[f] = (s.*kSingleStats[f].member).current;
+    }
+  }
+  void check_totals(const MemoryStats& now) {
+    const auto check = [this](const Stat& stat, std::int64_t base, std::string_view name,
+                              std::string_view pool) {
+      EXPECT_EQ(stat.allocated - stat.freed, stat.current - base)
+          << "step " << step_ << ": " << name << "." << pool
+          << ": allocated - freed disagrees with current";
+    };
+    for (std::size_t f = 0; f < kStatFamilies.size(); ++f) {
+      for (std::size_t pool = 0; pool < kStatPools; ++pool) {
+        check((now.*kStatFamilies[f].member)[pool], family_bases_[f][pool], kStatFamilies[f].name,
+              kStatPoolNames[pool]);
+      }
+    }
+    for (std::size_t f = 0; f < kSingleStats.size(); ++f) {
+      check(now.*kSingleStats[f].member, single_bases_[f], kSingleStats[f].name, "");
     }
   }
   static std::string_view family_name(std::size_t f) {
@@ -133,21 +157,20 @@ class RandomSequence {
     }
     return "?";
   }
-  void check_in_use(const MemoryStats& now) {
+  void check_in_use_peaks(const MemoryStats& now) {
     for (std::size_t f = 0; f < kInUse.size(); ++f) {
       for (std::size_t pool = 0; pool < kStatPools; ++pool) {
         const Stat& stat = (now.*kInUse[f])[pool];
-        Counted& model = model_[f][pool];
-        model.peak = std::max(model.peak, stat.current);
-        EXPECT_EQ(stat.peak, model.peak) << "step " << step_ << ": " << family_name(f) << "."
-                                         << kStatPoolNames[pool] << ": the peak is not exact";
-        EXPECT_EQ(stat.allocated - stat.freed, stat.current - model.base)
-            << "step " << step_ << ": " << family_name(f) << "." << kStatPoolNames[pool]
-            << ": allocated - freed disagrees with current";
+        std::int64_t& peak = peaks_[f][pool];
+        peak = std::max(peak, stat.current);
+        EXPECT_EQ(stat.peak, peak) << "step " << step_ << ": " << family_name(f) << "."
+                                   << kStatPoolNames[pool] << ": the peak is not exact";
       }
     }
   }
-  std::array<std::array<Counted, kStatPools>, kInUse.size()> model_{};
+  std::array<std::array<std::int64_t, kStatPools>, kInUse.size()> peaks_{};
+  std::array<std::array<std::int64_t, kStatPools>, kStatFamilies.size()> family_bases_{};
+  std::array<std::int64_t, kSingleStats.size()> single_bases_{};
   void carry_accumulated() {
     for (const auto& [key, value] : allocator_.memory_stats()) {
       if (key.ends_with(".allocated") || key.ends_with(".freed") || key.starts_with("num_")) {
@@ -257,7 +280,8 @@ class RandomSequence {
     EXPECT_TRUE(valid) << "step " << step_;
     // Peaks never fall between resets.
     if (!peaks_monotone(previous_, now)) return false;
-    check_in_use(now);
+    check_in_use_peaks(now);
+    check_totals(now);
     EXPECT_EQ(device_->reserved_bytes(), static_cast<std::size_t>(now.reserved_bytes[0].current));
     EXPECT_EQ(now.allocation[0].current, static_cast<std::int64_t>(live_.size()));
     if (allocator_.config().expandable_segments) check_expandable();

@@ -132,10 +132,14 @@ class CachingAllocator {
   void close_scope(PeakScope& scope) noexcept;
   [[nodiscard]] PeakValues scope_peak(const PeakScope& scope) const;
   void validate_if_debug();  // under the lock; nothing in release builds
-  // deallocate() and try_deallocate(): false when `ptr` was not live (counted).
-  [[gnu::always_inline]] inline bool release(void* ptr) noexcept;
-  // allocate() after its hot path missed, with the lock held (it takes the lock over).
+  // allocate() after its hot path missed, with the lock held (it takes the lock over); when the
+  // lock was taken (allocate_contended); after a hit that left a thread asleep on the lock.
   [[gnu::noinline]] void* allocate_locked(std::size_t bytes, StreamId stream);
+  [[gnu::noinline]] void* allocate_contended(std::size_t bytes, StreamId stream);
+  [[gnu::cold, gnu::noinline]] void* wake_one_and_return(void* p) noexcept;
+  // deallocate() but its hot path, with the lock held (taken over); when the lock was taken.
+  [[gnu::noinline]] void deallocate_locked(void* ptr) noexcept;
+  [[gnu::noinline]] void deallocate_contended(void* ptr) noexcept;
   // After a failed allocation, under `held`: takes the figures, releases the lock, tells the
   // observers, throws. Out of line, so allocate()'s hot path holds no figures or observers.
   [[noreturn, gnu::cold, gnu::noinline]] void throw_oom(std::unique_lock<detail::FutexMutex> held);

@@ -42,6 +42,9 @@ class AllocatorCore {
   [[nodiscard]] const OutOfMemoryError::Figures& oom_figures() const noexcept { return oom_; }
   // False when `ptr` is not a live allocation.
   [[nodiscard]] bool deallocate(void* ptr) noexcept;
+  // deallocate()'s hot path alone: true when `ptr` was live and went into its stream's front
+  // cache; false (nothing changed) for every other case, which deallocate() then handles.
+  [[nodiscard]] bool free_to_front_cache(void* ptr) noexcept;
   void record_stream(void* ptr, StreamId stream);
   [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
   [[nodiscard]] std::size_t live_allocations() const noexcept { return live_.size() - recent_; }
@@ -122,6 +125,9 @@ class AllocatorCore {
   // The part of hand_out() a recent block needs: allocated, with its statistics.
   [[gnu::always_inline]] inline void count_allocation(detail::Block* block,
                                                       std::size_t requested) noexcept;
+  // count_allocation() when no block waits (so active's peak is allocation's: see waiting_).
+  [[gnu::always_inline]] inline void count_allocation_while_none_waits(
+      detail::Block* block, std::size_t requested) noexcept;
   // An allocation while blocks wait: active may pass allocation's peak (see waiting_).
   [[gnu::cold, gnu::noinline]] void note_active_peaks(bool small) noexcept;
   // Calls f(Stat&) on every Stat the core keeps: stats_ (families, single ones) and waiting_*.
@@ -132,6 +138,9 @@ class AllocatorCore {
   // cached neighbours into the bins, counting only inactive_split.
   void merge_into_bins(detail::Block* block) noexcept;
   [[gnu::noinline]] void deallocate_slow(detail::Block* block) noexcept;
+  // The free of a live block into its front cache, when that is all it takes: true; else false
+  // with nothing changed.
+  [[gnu::always_inline]] inline bool file_if_hot(detail::Block* block) noexcept;
   // A recent block handed out again: allocated, counted, hooks run; its address.
   [[gnu::always_inline]] inline void* reuse_recent(detail::Block* block, std::size_t size) noexcept;
   // active -> not: the requested statistics of a block leaving use (active's are derived).

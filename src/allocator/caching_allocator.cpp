@@ -133,16 +133,29 @@ CachingAllocator::~CachingAllocator() noexcept {
 
 void* CachingAllocator::allocate(std::size_t bytes, StreamId stream) {
   if (bytes == 0) return nullptr;
-  mutex_.lock();
+  // A cache hit, inline and unable to throw, calls nothing: no lock object, and every other
+  // case (a contended lock, a miss, a waiter to wake) is a tail call, so the hit saves no
+  // registers.
+  if (!mutex_.try_lock()) [[unlikely]]
+    return allocate_contended(bytes, stream);
   if constexpr (!kValidateEachChange) {
-    // A cache hit, inline and unable to throw: no lock object, so that the miss is a tail call
-    // and the hit saves no registers.
     if (void* p = core_->reuse(bytes, stream)) [[likely]] {
-      mutex_.unlock();
+      if (mutex_.unlock_leaves_waiters()) [[unlikely]]
+        return wake_one_and_return(p);
       return p;
     }
   }
   return allocate_locked(bytes, stream);
+}
+
+void* CachingAllocator::allocate_contended(std::size_t bytes, StreamId stream) {
+  mutex_.lock();
+  return allocate_locked(bytes, stream);
+}
+
+void* CachingAllocator::wake_one_and_return(void* p) noexcept {
+  mutex_.wake_one();
+  return p;
 }
 
 void* CachingAllocator::allocate_locked(std::size_t bytes, StreamId stream) {
@@ -166,10 +179,10 @@ void CachingAllocator::throw_oom(std::unique_lock<detail::FutexMutex> held) {
   throw error;
 }
 
-bool CachingAllocator::release(void* ptr) noexcept {
+bool CachingAllocator::try_deallocate(void* ptr) noexcept {
   if (ptr == nullptr) return true;
   const std::lock_guard lock(mutex_);
-  if (core_->deallocate(ptr)) [[likely]] {  // a free into the front cache runs inline
+  if (core_->deallocate(ptr)) {
     validate_if_debug();
     return true;
   }
@@ -177,8 +190,25 @@ bool CachingAllocator::release(void* ptr) noexcept {
   return false;
 }
 
-bool CachingAllocator::try_deallocate(void* ptr) noexcept {
-  return release(ptr);
+void CachingAllocator::deallocate(void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  // As allocate(): a free into the front cache is inline and calls nothing; every other case is
+  // a tail call.
+  if (!mutex_.try_lock()) [[unlikely]]
+    return deallocate_contended(ptr);
+  if constexpr (!kValidateEachChange) {
+    if (core_->free_to_front_cache(ptr)) [[likely]] {
+      if (mutex_.unlock_leaves_waiters()) [[unlikely]]
+        return mutex_.wake_one();
+      return;
+    }
+  }
+  deallocate_locked(ptr);
+}
+
+void CachingAllocator::deallocate_contended(void* ptr) noexcept {
+  mutex_.lock();
+  deallocate_locked(ptr);
 }
 
 namespace {
@@ -196,9 +226,14 @@ namespace {
 
 }  // namespace
 
-void CachingAllocator::deallocate(void* ptr) noexcept {
-  if (release(ptr)) [[likely]]
+void CachingAllocator::deallocate_locked(void* ptr) noexcept {
+  std::unique_lock lock(mutex_, std::adopt_lock);
+  if (core_->deallocate(ptr)) {
+    validate_if_debug();
     return;
+  }
+  core_->count_invalid_free();
+  lock.unlock();
   report_invalid_free(ptr);
 }
 

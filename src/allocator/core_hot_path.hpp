@@ -70,21 +70,27 @@ inline void* AllocatorCore::allocate(std::size_t size, StreamId stream) {
 }
 
 inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
-  // The hot path, kept small so that it saves no registers: a block of this very size freed on
-  // the last used stream a moment ago, still in the pointer map, unsplit (docs/design.md,
-  // "Hot path"). Everything else, and the same case with pending stream events to look at,
-  // goes the whole way (allocate_slow).
+  // The hot path: the newest block of the last used stream's front cache, of this very size,
+  // freed a moment ago, still in the pointer map, unsplit (docs/design.md, "Hot path"). It calls
+  // nothing, so that it saves no registers. Anything with more to do (an older front-cached
+  // block, another stream, pending events to look at, rounding by divisions, hooks to run,
+  // active's peak to note while blocks wait) goes the whole way, allocate_slow(), which reuses
+  // a front-cached block just the same.
   StreamPools* const pools = last_pools_;
-  if (pools != nullptr && pools->stream == stream && pools->recent.count != 0 && pending_.empty() &&
-      size <= detail::kLargestRequest) [[likely]] {
-    const std::size_t rounded =
-        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
-    if (detail::Block* recent = take_recent(pools->recent, rounded)) {
-      ++clock_;
-      return reuse_recent(recent, size);
-    }
+  if (pools == nullptr || pools->stream != stream || pools->recent.count == 0 ||
+      !pending_.empty() || size > detail::kLargestRequest || rounds_to_divisions_ || hooks_ != 0 ||
+      waiting_[detail::kAllPools].current != 0) [[unlikely]] {
+    return nullptr;
   }
-  return nullptr;
+  detail::RecentFrees& recent = pools->recent;
+  detail::Block* const block = recent.blocks[recent.count - 1];
+  if (block->size != detail::round_size_plain(size)) return nullptr;
+  --recent.count;
+  block->recent = false;
+  --recent_;
+  ++clock_;
+  count_allocation_while_none_waits(block, size);
+  return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
 inline void* AllocatorCore::reuse_recent(detail::Block* block, std::size_t size) noexcept {
@@ -96,6 +102,14 @@ inline void* AllocatorCore::reuse_recent(detail::Block* block, std::size_t size)
 }
 
 inline void AllocatorCore::count_allocation(detail::Block* block, std::size_t requested) noexcept {
+  count_allocation_while_none_waits(block, requested);
+  // Active rose with allocation; only while blocks wait can it pass allocation's peak.
+  if (waiting_[detail::kAllPools].current != 0) [[unlikely]]
+    note_active_peaks(block->small_pool());
+}
+
+inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* block,
+                                                             std::size_t requested) noexcept {
   const bool small = block->small_pool();
   poison(block->address, block->size, false);
   block->allocated = true;
@@ -103,15 +117,24 @@ inline void AllocatorCore::count_allocation(detail::Block* block, std::size_t re
   increase(stats_.allocation, small, 1);
   increase(stats_.allocated_bytes, small, detail::signed_size(block->size));
   increase(stats_.requested_bytes, small, detail::signed_size(requested));
-  // Active rose with allocation; only while blocks wait can it pass allocation's peak.
-  if (waiting_[detail::kAllPools].current != 0) [[unlikely]]
-    note_active_peaks(small);
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
 }
 
 inline bool AllocatorCore::deallocate(void* ptr) noexcept {
   detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr || !block->allocated) return false;  // a recent block is mapped too
+  if (file_if_hot(block)) [[likely]]
+    return true;
+  deallocate_slow(block);
+  return true;
+}
+
+inline bool AllocatorCore::free_to_front_cache(void* ptr) noexcept {
+  detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  return block != nullptr && block->allocated && file_if_hot(block);
+}
+
+inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
   // The hot path: into the front cache, with room there, nothing to record or wait for.
   detail::RecentFrees& recent = *block->segment->recent;
   if (recent.count < recent.blocks.size() && block->stream_uses.empty() && hooks_ == 0 &&
@@ -120,8 +143,7 @@ inline bool AllocatorCore::deallocate(void* ptr) noexcept {
     file_recent(block, recent);
     return true;
   }
-  deallocate_slow(block);
-  return true;
+  return false;
 }
 
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {

@@ -39,14 +39,20 @@ class FutexMutex {
   }
 
   void unlock() noexcept {
-    if (state_.exchange(0, std::memory_order_release) == 2) [[unlikely]] {
+    if (unlock_leaves_waiters()) [[unlikely]] {
       wake_one();
     }
   }
 
+  // unlock() in two halves, for a caller that wants the call out of its own hot path: releases
+  // the lock and says whether a thread may be asleep on it; if so, call wake_one() next.
+  [[nodiscard]] bool unlock_leaves_waiters() noexcept {
+    return state_.exchange(0, std::memory_order_release) == 2;
+  }
+  void wake_one() noexcept;  // futex_mutex.cpp
+
  private:
   void lock_contended() noexcept;  // futex_mutex.cpp
-  void wake_one() noexcept;
 
   std::atomic<std::uint32_t> state_{0};
 };

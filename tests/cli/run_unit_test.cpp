@@ -4,12 +4,15 @@
 // to end in test_run.py.
 #include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 
 #include "cli.hpp"
 #include "probes/proc_files.hpp"
+#include "process_tree.hpp"
 #include "run_marks.hpp"
 #include "run_record.hpp"
 #include "run_summary.hpp"
@@ -266,6 +270,74 @@ TEST(RunWatcherPeaks, AHigherReadingBeyondTheDriftWins) {
   const RunProcess child = reaped_child_peak(std::int64_t{16} << 20, lower, &sampled);
   EXPECT_EQ(child.peak_rss_source, "sampled");
   EXPECT_GT(child.peak_rss, std::int64_t{16} << 20);
+}
+
+// Regression (CI, torchrun under load): a sample taken between a launcher's fork and its exec
+// saw the child with the launcher's pages (550 MB of torch) and the record gave that peak to the
+// 280 MB rank the child became. A new program's peak starts at its exec, also when its name does
+// not change (python starting python): here the child keeps this test's name.
+TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
+  constexpr std::int64_t kFat = std::int64_t{96} << 20;
+  // The parent is fat, so the forked child is too until it execs.
+  volatile char* fat = static_cast<char*>(std::malloc(static_cast<std::size_t>(kFat)));
+  ASSERT_NE(fat, nullptr);
+  for (std::int64_t i = 0; i < kFat; i += 4096) fat[i] = 1;
+  // sleep(1), under a link with this process's own name: the exec changes no name.
+  const std::optional<std::string> comm = read_proc_file(static_cast<int>(::getpid()), "comm");
+  ASSERT_TRUE(comm.has_value());
+  const std::string name = comm->substr(0, comm->find('\n'));
+  char dir_template[] = "/tmp/memscope-exec-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string link = std::string(dir_template) + "/" + name;
+  ASSERT_EQ(::symlink("/bin/sleep", link.c_str()), 0);
+  int ready[2];
+  int go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    char byte = 0;
+    (void)!::write(ready[1], &byte, 1);
+    (void)!::read(go[0], &byte, 1);
+    ::execl(link.c_str(), link.c_str(), "5", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  char byte = 0;
+  EXPECT_EQ(::read(ready[0], &byte, 1), 1);
+  RunWatcher watcher(static_cast<int>(::getpid()), 0.05, /*watch_gpu=*/false);
+  watcher.set_start(0);
+  watcher.sample(1'000'000);  // before the exec: the child holds the parent's pages
+  EXPECT_EQ(::write(go[1], &byte, 1), 1);
+  // Wait (bounded) until the child runs sleep: its VmHWM restarts small.
+  std::int64_t hwm = -1;
+  for (int i = 0; i < 500; ++i) {
+    const std::optional<TreeProcess> p = read_process(static_cast<int>(pid));
+    hwm = p ? p->hwm : -1;
+    if (hwm >= 0 && hwm < kFat / 2) break;
+    ::usleep(10'000);
+  }
+  ASSERT_GE(hwm, 0);
+  ASSERT_LT(hwm, kFat / 2) << "the child did not exec within 5 s";
+  watcher.sample(2'000'000);  // after it
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);  // not reaped by the watcher: no wait4 figure
+  for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
+  ::unlink(link.c_str());
+  ::rmdir(dir_template);
+  std::free(const_cast<char*>(fat));
+  const RunRecord record = watcher.finish(3'000'000, {"child"}, 0.0, 0);
+  bool found = false;
+  for (const RunProcess& process : record.processes) {
+    if (process.pid != pid) continue;
+    found = true;
+    ASSERT_EQ(process.rss.size(), 2U);
+    EXPECT_GE(process.rss[0], kFat / 2);  // the fork was sampled, with the parent's pages
+    EXPECT_LT(process.peak_rss, kFat / 2) << process.peak_rss_source;
+    EXPECT_NE(process.command.find(name + " 5"), std::string::npos) << process.command;
+  }
+  EXPECT_TRUE(found) << "the child " << pid << " is not in the record";
 }
 
 }  // namespace

@@ -41,6 +41,7 @@ struct Stat {
   std::string comm;
   int ppid = 0;
   std::uint64_t start_ticks = 0;
+  std::uint64_t arg_start = 0;  // 0 when the kernel does not show it
 };
 
 // /proc/<pid>/stat: "pid (comm) state ppid ... starttime ...". comm may hold spaces and
@@ -55,8 +56,9 @@ std::optional<Stat> read_stat(int pid) {
   const std::size_t open = text->find('(');
   if (open != std::string::npos && open < close)
     stat.comm = text->substr(open + 1, close - open - 1);
-  // After ')': field 3 (state) is index 0, field 4 (ppid) index 1, field 22 (starttime) 19.
-  for (int index = 0; index <= 19; ++index) {
+  // After ')': field 3 (state) is index 0, field 4 (ppid) index 1, field 22 (starttime) 19,
+  // field 48 (arg_start, Linux 3.5 and later) 45.
+  for (int index = 0; index <= 45; ++index) {
     while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
     const std::size_t end = rest.find(' ');
     const std::string_view field = rest.substr(0, end);
@@ -64,8 +66,10 @@ std::optional<Stat> read_stat(int pid) {
       std::from_chars(field.data(), field.data() + field.size(), stat.ppid);
     } else if (index == 19) {
       std::from_chars(field.data(), field.data() + field.size(), stat.start_ticks);
+    } else if (index == 45) {
+      std::from_chars(field.data(), field.data() + field.size(), stat.arg_start);
     }
-    if (end == std::string_view::npos) return index == 19 ? std::optional(stat) : std::nullopt;
+    if (end == std::string_view::npos) return index >= 19 ? std::optional(stat) : std::nullopt;
     rest.remove_prefix(end);
   }
   return stat;
@@ -142,8 +146,8 @@ std::vector<TreeProcess> scan_all(int root) {
     listed = true;
     const std::optional<Stat> stat = read_stat(pid);
     if (!stat) return;  // gone since readdir
-    by_parent.emplace(stat->ppid,
-                      TreeProcess{pid, stat->ppid, stat->start_ticks, stat->comm, -1, -1});
+    by_parent.emplace(stat->ppid, TreeProcess{pid, stat->ppid, stat->start_ticks, stat->comm, -1,
+                                              -1, stat->arg_start});
   });
   if (!listed) throw std::system_error(errno, std::generic_category(), "cannot list /proc");
   std::vector<TreeProcess> tree;
@@ -176,7 +180,8 @@ std::vector<TreeProcess> walk_children(int root) {
         if (!seen.insert(child).second) continue;
         const std::optional<Stat> stat = read_stat(child);
         if (!stat) continue;  // gone already
-        tree.push_back(TreeProcess{child, stat->ppid, stat->start_ticks, stat->comm, -1, -1});
+        tree.push_back(
+            TreeProcess{child, stat->ppid, stat->start_ticks, stat->comm, -1, -1, stat->arg_start});
         next.push_back(child);
       }
     }
@@ -196,7 +201,7 @@ std::vector<TreeProcess> scan_tree(int root) {
 std::optional<TreeProcess> read_process(int pid) {
   const std::optional<Stat> stat = read_stat(pid);
   if (!stat) return std::nullopt;
-  TreeProcess p{pid, stat->ppid, stat->start_ticks, stat->comm, -1, -1};
+  TreeProcess p{pid, stat->ppid, stat->start_ticks, stat->comm, -1, -1, stat->arg_start};
   read_memory(p);
   return p;
 }

@@ -26,6 +26,10 @@ struct TreeProcess {
   std::string comm;               // its name (/proc/<pid>/comm); changes when it execs
   std::int64_t rss = -1;          // VmRSS, bytes; -1 for a zombie or one that vanished
   std::int64_t hwm = -1;          // VmHWM, bytes; -1 likewise
+  // Where its argv lives (arg_start, field 48 of stat): set by exec only, so a new value means
+  // a new program in the process even when its name stays (python starting python). 0 where
+  // the kernel does not say.
+  std::uint64_t image = 0;
 };
 
 // Every process whose chain of parents reaches `root` (root itself excluded), parents before

@@ -175,11 +175,19 @@ void RunWatcher::sample(std::int64_t now_ns) {
       ended(index, t);
       return;
     }
-    if (state.comm != p.comm) {
-      if (!state.comm.empty()) process.command = read_command_line(p.pid);
-      state.comm = p.comm;
-      process.rank = {};  // it exec'd: its environment may be another one
+    // A new program in the process (exec): its name may change, where its arguments live
+    // always does. Its peak starts there: a launcher's child shows the launcher's pages from
+    // its fork to its exec (torchrun's ranks: 550 MB of torch, then a 280 MB rank), and those
+    // were never the new program's. Its environment may be another one.
+    const bool execd =
+        !state.comm.empty() && (state.comm != p.comm || (p.image != state.image && p.image != 0));
+    if (execd) {
+      process.command = read_command_line(p.pid);
+      process.rank = {};
+      state.hwm_max = -1;
     }
+    state.comm = p.comm;
+    state.image = p.image;
     // Until a rank is found the environment is read again at every sample: a launcher's child
     // shows the launcher's environment between its fork and its exec, and the exec need not
     // change its name (python starting python).
@@ -274,6 +282,7 @@ void RunWatcher::adopt_marked(const RunMark& mark) {
       state.last_alive = mark.t;
       state.hwm_max = std::max(state.hwm_max, p->hwm);
       state.comm = p->comm;
+      state.image = p->image;
     }
     return;
   }

@@ -4,7 +4,8 @@
 // peak came from, and the rank of a distributed job each process's environment names, grouped
 // into the record's ranks (run_ranks.hpp).
 //
-// Peak RSS of a process = the largest of
+// Peak RSS of a process = the largest of (since its last exec, seen as a new name or a new
+// arg_start: a launcher's child shows the launcher's pages until it execs)
 //   - the highest VmHWM read while it lived ("VmHWM" when it was still alive at the end of the
 //     run, so the reading is final; "sampled" when it ended between two samples: a lower
 //     bound, exact unless it grew in its last interval),
@@ -81,6 +82,7 @@ class RunWatcher {
     int pid = 0;
     std::uint64_t start_ticks = 0;
     std::string comm;  // when it changes, the process has exec'd: read its command line again
+    std::uint64_t image = 0;  // TreeProcess::image: when it changes, the process has exec'd
     double last_alive = -1.0;
     std::int64_t hwm_max = -1;
     std::int64_t wait4_maxrss = -1;

@@ -425,6 +425,22 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
   file_recent(block, recent);
 }
 
+Block* AllocatorCore::take_recent(detail::RecentFrees& recent, std::size_t rounded) noexcept {
+  if (Block* newest = take_newest_recent(recent, rounded)) [[likely]]
+    return newest;
+  for (std::size_t i = recent.count - 1; i-- > 0;) {  // the others, newest first
+    Block* block = recent.blocks[i];
+    if (block->size != rounded) continue;
+    std::copy(recent.blocks.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+              recent.blocks.begin() + static_cast<std::ptrdiff_t>(recent.count),
+              recent.blocks.begin() + static_cast<std::ptrdiff_t>(i));
+    --recent.count;
+    block->recent = false;
+    return block;
+  }
+  return nullptr;
+}
+
 void AllocatorCore::flush_recent() noexcept {
   for (const auto& entry : pools_) {
     detail::RecentFrees& recent = entry.second->recent;

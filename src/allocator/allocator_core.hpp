@@ -154,10 +154,12 @@ class AllocatorCore {
   // block of its stream into the bins when the list is full. Fixed segments only: expandable
   // ones place every block at the lowest address that fits, which a front cache would undo.
   void keep_recent(detail::Block* block) noexcept;
-  // The recent block of exactly `rounded` bytes, taken out of the list, or nullptr. The list
-  // must not be empty.
+  // The recent block of exactly `rounded` bytes, taken out of the list, or nullptr; the newest
+  // only (the hot path's). The list must not be empty.
   [[nodiscard]] static detail::Block* take_recent(detail::RecentFrees& recent,
                                                   std::size_t rounded) noexcept;
+  [[nodiscard]] static detail::Block* take_newest_recent(detail::RecentFrees& recent,
+                                                         std::size_t rounded) noexcept;
   void flush_recent_block(detail::Block* block) noexcept;
   void release_segment(detail::Block* block) noexcept;
   // The miss path with fixed segments: a new segment, else oversize cached ones released, else

@@ -82,11 +82,8 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
       waiting_[detail::kAllPools].current != 0) [[unlikely]] {
     return nullptr;
   }
-  detail::RecentFrees& recent = pools->recent;
-  detail::Block* const block = recent.blocks[recent.count - 1];
-  if (block->size != detail::round_size_plain(size)) return nullptr;
-  --recent.count;
-  block->recent = false;
+  detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
+  if (block == nullptr) return nullptr;
   --recent_;
   ++clock_;
   count_allocation_while_none_waits(block, size);
@@ -165,25 +162,13 @@ inline void AllocatorCore::file_recent(detail::Block* block, detail::RecentFrees
   poison(block->address, block->size);
 }
 
-inline detail::Block* AllocatorCore::take_recent(detail::RecentFrees& recent,
-                                                 std::size_t rounded) noexcept {
+inline detail::Block* AllocatorCore::take_newest_recent(detail::RecentFrees& recent,
+                                                        std::size_t rounded) noexcept {
   detail::Block* const newest = recent.blocks[recent.count - 1];
-  if (newest->size == rounded) [[likely]] {
-    --recent.count;
-    newest->recent = false;
-    return newest;
-  }
-  for (std::size_t i = recent.count - 1; i-- > 0;) {  // the others, newest first
-    detail::Block* block = recent.blocks[i];
-    if (block->size != rounded) continue;
-    std::copy(recent.blocks.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-              recent.blocks.begin() + static_cast<std::ptrdiff_t>(recent.count),
-              recent.blocks.begin() + static_cast<std::ptrdiff_t>(i));
-    --recent.count;
-    block->recent = false;
-    return block;
-  }
-  return nullptr;
+  if (newest->size != rounded) return nullptr;
+  --recent.count;
+  newest->recent = false;
+  return newest;
 }
 
 inline void AllocatorCore::uncount_active(const detail::Block* block) noexcept {

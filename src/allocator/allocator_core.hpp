@@ -32,7 +32,7 @@ class AllocatorCore {
   ~AllocatorCore() noexcept;
 
   // A block for `size` bytes (size >= 1), or nullptr when even a flush and retry failed; then
-  // `oom` holds the figures for the error message. May throw BackendError.
+  // oom_figures() holds the figures for the error message. May throw BackendError.
   [[nodiscard]] void* allocate(std::size_t size, StreamId stream);
   // allocate() in two parts: reuse() is its hot path (a front-cache hit; nullptr otherwise, with
   // nothing changed), allocate_slow() the rest, which the same block may still satisfy.
@@ -154,8 +154,8 @@ class AllocatorCore {
   // block of its stream into the bins when the list is full. Fixed segments only: expandable
   // ones place every block at the lowest address that fits, which a front cache would undo.
   void keep_recent(detail::Block* block) noexcept;
-  // The recent block of exactly `rounded` bytes, taken out of the list, or nullptr; the newest
-  // only (the hot path's). The list must not be empty.
+  // The recent block of exactly `rounded` bytes, taken out of the list, or nullptr. The list
+  // must not be empty. take_newest_recent() looks at the newest block only (the hot path's).
   [[nodiscard]] static detail::Block* take_recent(detail::RecentFrees& recent,
                                                   std::size_t rounded) noexcept;
   [[nodiscard]] static detail::Block* take_newest_recent(detail::RecentFrees& recent,

@@ -12,6 +12,8 @@
 #include <cstdlib>
 
 #include <cstdint>
+#include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -257,7 +259,8 @@ RunProcess reaped_child_peak(std::int64_t bytes, std::int64_t lower_by, std::int
 // figure was there.
 TEST(RunWatcherPeaks, WaitFourStandsAgainstAnEarlierReadingWithinTheCountersDrift) {
   std::int64_t sampled = -1;
-  const RunProcess child = reaped_child_peak(std::int64_t{16} << 20, 4 * 4096, &sampled);
+  const RunProcess child =
+      reaped_child_peak(std::int64_t{16} << 20, std::int64_t{4} * 4096, &sampled);
   EXPECT_EQ(child.peak_rss_source, "wait4");
   EXPECT_GT(child.peak_rss, std::int64_t{16} << 20);
   EXPECT_EQ(child.exit_code, 0);
@@ -279,8 +282,8 @@ TEST(RunWatcherPeaks, AHigherReadingBeyondTheDriftWins) {
 TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
   constexpr std::int64_t kFat = std::int64_t{96} << 20;
   // The parent is fat, so the forked child is too until it execs.
-  volatile char* fat = static_cast<char*>(std::malloc(static_cast<std::size_t>(kFat)));
-  ASSERT_NE(fat, nullptr);
+  const std::unique_ptr<char[]> fat_pages(new char[static_cast<std::size_t>(kFat)]);
+  volatile char* fat = fat_pages.get();
   for (std::int64_t i = 0; i < kFat; i += 4096) fat[i] = 1;
   // sleep(1), under a link with this process's own name: the exec changes no name.
   const std::optional<std::string> comm = read_proc_file(static_cast<int>(::getpid()), "comm");
@@ -309,16 +312,21 @@ TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
   watcher.set_start(0);
   watcher.sample(1'000'000);  // before the exec: the child holds the parent's pages
   EXPECT_EQ(::write(go[1], &byte, 1), 1);
-  // Wait (bounded) until the child runs sleep: its VmHWM restarts small.
+  // Wait (bounded) until the child runs sleep: its VmHWM restarts small, and its arguments are
+  // in place (inside the exec the new image has none yet: CI's TSan run sampled it there).
   std::int64_t hwm = -1;
+  bool has_arguments = false;
   for (int i = 0; i < 500; ++i) {
     const std::optional<TreeProcess> p = read_process(static_cast<int>(pid));
     hwm = p ? p->hwm : -1;
-    if (hwm >= 0 && hwm < kFat / 2) break;
+    has_arguments =
+        read_arguments(static_cast<int>(pid)).value_or("").find(" 5") != std::string::npos;
+    if (hwm >= 0 && hwm < kFat / 2 && has_arguments) break;
     ::usleep(10'000);
   }
   ASSERT_GE(hwm, 0);
   ASSERT_LT(hwm, kFat / 2) << "the child did not exec within 5 s";
+  ASSERT_TRUE(has_arguments) << "the child's arguments did not show within 5 s";
   watcher.sample(2'000'000);  // after it
   ::kill(pid, SIGKILL);
   int status = 0;
@@ -326,7 +334,6 @@ TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
   for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
   ::unlink(link.c_str());
   ::rmdir(dir_template);
-  std::free(const_cast<char*>(fat));
   const RunRecord record = watcher.finish(3'000'000, {"child"}, 0.0, 0);
   bool found = false;
   for (const RunProcess& process : record.processes) {
@@ -336,6 +343,66 @@ TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
     EXPECT_GE(process.rss[0], kFat / 2);  // the fork was sampled, with the parent's pages
     EXPECT_LT(process.peak_rss, kFat / 2) << process.peak_rss_source;
     EXPECT_NE(process.command.find(name + " 5"), std::string::npos) << process.command;
+  }
+  EXPECT_TRUE(found) << "the child " << pid << " is not in the record";
+}
+
+// Regression (CI, TSan): a sample inside an exec, after the new image but before its arguments,
+// read an empty command line, and the process kept "[name]" as its command for good. A command
+// line read empty is read again at the next sample. Here the child empties its own arguments
+// and then writes new ones, as setproctitle does.
+TEST(RunWatcherCommands, AnEmptyCommandLineIsReadAgainAtTheNextSample) {
+  int ready[2];
+  int go[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    // Where this process's arguments live: /proc/self/stat field 48, and cmdline's length.
+    const std::optional<TreeProcess> self = read_process(static_cast<int>(::getpid()));
+    const std::optional<std::string> arguments =
+        read_proc_file(static_cast<int>(::getpid()), "cmdline");
+    if (!self || self->image == 0 || !arguments || arguments->size() < 8) ::_exit(2);
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): the kernel gives the address as a number
+    char* area = reinterpret_cast<char*>(self->image);
+    std::memset(area, 0, arguments->size());
+    char byte = 0;
+    (void)!::write(ready[1], &byte, 1);
+    (void)!::read(go[0], &byte, 1);
+    std::memcpy(area, "renamed", sizeof "renamed");  // the area is long enough: checked above
+    (void)!::write(ready[1], &byte, 1);
+    (void)!::read(go[0], &byte, 1);
+    ::_exit(0);
+  }
+  // A failed assertion leaves the test with the child waiting: end it.
+  struct KillOnReturn {
+    pid_t pid;
+    ~KillOnReturn() {
+      if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
+    }
+  } killer{pid};
+  char byte = 0;
+  RunWatcher watcher(static_cast<int>(::getpid()), 0.05, /*watch_gpu=*/false);
+  watcher.set_start(0);
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  EXPECT_EQ(read_arguments(static_cast<int>(pid)), std::nullopt);
+  watcher.sample(1'000'000);  // its command line is empty
+  EXPECT_EQ(::write(go[1], &byte, 1), 1);
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  watcher.sample(2'000'000);  // now it has one
+  EXPECT_EQ(::write(go[1], &byte, 1), 1);
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, 0), pid);
+  killer.pid = 0;
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
+  const RunRecord record = watcher.finish(3'000'000, {"child"}, 0.0, 0);
+  bool found = false;
+  for (const RunProcess& process : record.processes) {
+    if (process.pid != pid) continue;
+    found = true;
+    EXPECT_EQ(process.command, "renamed");
   }
   EXPECT_TRUE(found) << "the child " << pid << " is not in the record";
 }

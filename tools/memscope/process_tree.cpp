@@ -212,15 +212,19 @@ std::optional<std::uint64_t> read_start_ticks(int pid) {
   return stat->start_ticks;
 }
 
-std::string read_command_line(int pid) {
+std::optional<std::string> read_arguments(int pid) {
   std::optional<std::string> text = read_proc_file(pid, "cmdline");
-  if (text) {
-    while (!text->empty() && text->back() == '\0') text->pop_back();
-    for (char& c : *text) {
-      if (c == '\0') c = ' ';
-    }
-    if (!text->empty()) return *text;
+  if (!text) return std::nullopt;
+  while (!text->empty() && text->back() == '\0') text->pop_back();
+  if (text->empty()) return std::nullopt;
+  for (char& c : *text) {
+    if (c == '\0') c = ' ';
   }
+  return text;
+}
+
+std::string read_command_line(int pid) {
+  if (std::optional<std::string> arguments = read_arguments(pid)) return std::move(*arguments);
   std::optional<std::string> comm = read_proc_file(pid, "comm");
   if (!comm) return "";
   while (!comm->empty() && comm->back() == '\n') comm->pop_back();

@@ -52,8 +52,11 @@ struct TreeProcess {
 // opened, which for /proc means the process has gone (or belongs to someone else).
 [[nodiscard]] std::optional<std::string> read_proc_file(int pid, const char* name);
 
-// /proc/<pid>/cmdline with the arguments joined by spaces; the name in /proc/<pid>/comm in
-// brackets when the command line is empty (a zombie, a kernel thread); "" if both are gone.
+// /proc/<pid>/cmdline with the arguments joined by spaces; nullopt when it is empty or gone:
+// a zombie, a kernel thread, or a process inside exec, whose new image has no arguments yet.
+[[nodiscard]] std::optional<std::string> read_arguments(int pid);
+
+// read_arguments(), or else the name in /proc/<pid>/comm in brackets; "" if both are gone.
 [[nodiscard]] std::string read_command_line(int pid);
 
 }  // namespace memscope::cli

@@ -87,7 +87,7 @@ std::size_t RunWatcher::track(int pid, std::uint64_t start_ticks, int ppid, doub
     RunProcess process;
     process.pid = pid;
     process.ppid = ppid;
-    process.command = command.empty() ? read_command_line(pid) : command;
+    process.command = command;
     process.start = t;
     record_.processes.push_back(std::move(process));
     Tracked state;
@@ -95,8 +95,16 @@ std::size_t RunWatcher::track(int pid, std::uint64_t start_ticks, int ppid, doub
     state.start_ticks = start_ticks;
     tracked_.push_back(state);
     ++alive_;
+    if (command.empty()) read_command(it->second);
   }
   return it->second;
+}
+
+void RunWatcher::read_command(std::size_t index) {
+  const int pid = tracked_[index].pid;
+  std::optional<std::string> arguments = read_arguments(pid);
+  tracked_[index].arguments_unread = !arguments;
+  record_.processes[index].command = arguments ? std::move(*arguments) : read_command_line(pid);
 }
 
 void RunWatcher::ended(std::size_t index, double t) {
@@ -182,10 +190,10 @@ void RunWatcher::sample(std::int64_t now_ns) {
     const bool execd =
         !state.comm.empty() && (state.comm != p.comm || (p.image != state.image && p.image != 0));
     if (execd) {
-      process.command = read_command_line(p.pid);
       process.rank = {};
       state.hwm_max = -1;
     }
+    if (execd || state.arguments_unread) read_command(index);
     state.comm = p.comm;
     state.image = p.image;
     // Until a rank is found the environment is read again at every sample: a launcher's child

@@ -83,6 +83,9 @@ class RunWatcher {
     std::uint64_t start_ticks = 0;
     std::string comm;  // when it changes, the process has exec'd: read its command line again
     std::uint64_t image = 0;  // TreeProcess::image: when it changes, the process has exec'd
+    // Its command line was empty when read, so its command is its name in brackets: read again
+    // at each sample. A sample inside an exec sees the new image before its arguments.
+    bool arguments_unread = false;
     double last_alive = -1.0;
     std::int64_t hwm_max = -1;
     std::int64_t wait4_maxrss = -1;
@@ -99,6 +102,8 @@ class RunWatcher {
   [[nodiscard]] std::size_t track(int pid, std::uint64_t start_ticks, int ppid, double t,
                                   const std::string& command);
   void ended(std::size_t index, double t);
+  // Sets the command of process `index` from /proc (see Tracked::arguments_unread).
+  void read_command(std::size_t index);
   void adopt_marked(const RunMark& mark);
   void sample_gpu(std::map<int, std::int64_t>& per_pid);
   void stop_gpu(const std::string& why);

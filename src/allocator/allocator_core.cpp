@@ -132,6 +132,7 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
     small_page_ = std::max(granularity, detail::kSmallBuffer);
     large_page_ = page != 0 ? page : small_page_;
   }
+  update_off_hot_path();
 }
 
 AllocatorCore::~AllocatorCore() noexcept {
@@ -322,6 +323,7 @@ Segment* AllocatorCore::add_segment(StreamPools& pools, bool small, void* base,
   segment->size = size;
   segment->stream = pools.stream;
   segment->small_pool = small;
+  segment->stat_pool = static_cast<std::uint8_t>(detail::pool_index(small));
   segment->first = block;
   segment->bins = small ? &pools.small : &pools.large;
   segment->recent = &pools.recent;
@@ -405,6 +407,7 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
   if (block->pending_events > 0) {  // stays active until its streams' events are done
     increase(waiting_, block->small_pool(), 1);
     increase(waiting_bytes_, block->small_pool(), signed_size(block->size));
+    update_off_hot_path();
   }
   if (block->pending_events == 0 && !config_.expandable_segments) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
@@ -687,6 +690,7 @@ void AllocatorCore::process_events() noexcept {
     event_done(pe);
   }
   pending_.resize(kept);
+  update_off_hot_path();
 }
 
 void AllocatorCore::event_done(const PendingEvent& pe) noexcept {
@@ -710,11 +714,20 @@ void AllocatorCore::synchronize_events() noexcept {
     event_done(pe);
   }
   pending_.clear();
+  update_off_hot_path();
 }
 
 void AllocatorCore::update_hooks() noexcept {
   hooks_ = (windows_.empty() ? 0U : kHookWindows) |
            (recorder_ != nullptr && recorder_->wants_frees() ? kHookRecord : 0U);
+  update_off_hot_path();
+}
+
+unsigned AllocatorCore::off_hot_path_now() const noexcept {
+  // A block can wait with no event pending (recording its event failed), so both are looked at.
+  const bool waiting = !pending_.empty() || waiting_[detail::kAllPools].current != 0;
+  return hooks_ | (waiting ? kOffWaiting : 0U) | (rounds_to_divisions_ ? kOffDivisions : 0U) |
+         (config_.expandable_segments ? kOffExpandable : 0U);
 }
 
 void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {

@@ -232,6 +232,16 @@ class AllocatorCore {
   // Work that most calls skip, behind one test of hooks_ on the hot path: peak windows to
   // update after an allocation, events to record. Out of line, so the hot path stays small.
   enum Hook : unsigned { kHookWindows = 1U, kHookRecord = 2U };
+  // Besides hooks: events are pending or blocks wait for them (the hot path would have to look
+  // at them first); sizes round to divisions; segments are expandable (no front cache).
+  enum OffHotPath : unsigned {
+    kOffWaiting = 4U,
+    kOffDivisions = 8U,
+    kOffExpandable = 16U,
+    kOffFreeing = kHookWindows | kHookRecord | kOffExpandable,  // what file_if_hot() tests
+  };
+  [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path_ must be
+  void update_off_hot_path() noexcept { off_hot_path_ = off_hot_path_now(); }
   void update_hooks() noexcept;
   // Cold and never inlined: inlined, the compiler hoists their loads above the hooks_ test
   // (and after_allocate's return address is where recorded C++ stacks start).
@@ -251,6 +261,9 @@ class AllocatorCore {
   // decrease() changes `current` only (see stats_).
   static void increase(StatArray& stat, bool small, std::int64_t amount) noexcept;
   static void decrease(StatArray& stat, bool small, std::int64_t amount) noexcept;
+  // The same by the pool's index (Block::stat_pool()), for the hot path.
+  static void increase_in(StatArray& stat, std::size_t pool, std::int64_t amount) noexcept;
+  static void decrease_in(StatArray& stat, std::size_t pool, std::int64_t amount) noexcept;
 
   friend class AllocatorCoreTestAccess;  // tests/allocator/validate_test.cpp breaks invariants
 
@@ -279,6 +292,9 @@ class AllocatorCore {
   std::array<std::int64_t, kStatPools> active_bytes_peak_{};
   PeakScope::Windows windows_;
   unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
+  // Why calls leave the hot path, in one word that reuse() and file_if_hot() test with one
+  // instruction: hooks_' bits and the OffHotPath ones (update_off_hot_path() keeps it).
+  unsigned off_hot_path_ = 0;
   std::unique_ptr<detail::Recorder> recorder_;
   std::uint64_t clock_ = 0;  // counts allocate() calls; ages cached blocks for gc
   // expandable_segments: pages of each pool, the bytes mapped in all segments, and their most

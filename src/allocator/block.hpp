@@ -44,6 +44,7 @@ struct Segment {
   std::size_t size = 0;
   StreamId stream = kDefaultStream;
   bool small_pool = false;
+  std::uint8_t stat_pool = 0;     // StatPool::small or ::large as an index: the hot path's
   Block* first = nullptr;         // the block at `base`
   FreeBins* bins = nullptr;       // where its cached blocks go: its stream's small or large pool
   RecentFrees* recent = nullptr;  // where its blocks go when freed: its stream's front cache
@@ -98,6 +99,8 @@ struct Block {
   }
   [[nodiscard]] StreamId stream() const noexcept { return segment->stream; }
   [[nodiscard]] bool small_pool() const noexcept { return segment->small_pool; }
+  // Its pool's index in a StatArray, read, not computed (small_pool() needs 2 - small).
+  [[nodiscard]] std::size_t stat_pool() const noexcept { return segment->stat_pool; }
   [[nodiscard]] bool active() const noexcept { return allocated || pending_events > 0; }
 };
 

@@ -36,14 +36,24 @@ inline constexpr std::size_t kAllPools = static_cast<std::size_t>(StatPool::all)
 
 }  // namespace detail
 
-inline void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
+inline void AllocatorCore::increase_in(StatArray& stat, std::size_t pool,
+                                       std::int64_t amount) noexcept {
   stat[detail::kAllPools].increase(amount);
-  stat[detail::pool_index(small)].increase(amount);
+  stat[pool].increase(amount);
+}
+
+inline void AllocatorCore::decrease_in(StatArray& stat, std::size_t pool,
+                                       std::int64_t amount) noexcept {
+  stat[detail::kAllPools].current -= amount;  // freed is derived (see stats_)
+  stat[pool].current -= amount;
+}
+
+inline void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
+  increase_in(stat, detail::pool_index(small), amount);
 }
 
 inline void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  stat[detail::kAllPools].current -= amount;  // freed is derived (see stats_)
-  stat[detail::pool_index(small)].current -= amount;
+  decrease_in(stat, detail::pool_index(small), amount);
 }
 
 inline void AllocatorCore::poison(std::uintptr_t address, std::size_t size,
@@ -78,8 +88,7 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   // a front-cached block just the same.
   StreamPools* const pools = last_pools_;
   if (pools == nullptr || pools->stream != stream || pools->recent.count == 0 ||
-      !pending_.empty() || size > detail::kLargestRequest || rounds_to_divisions_ || hooks_ != 0 ||
-      waiting_[detail::kAllPools].current != 0) [[unlikely]] {
+      off_hot_path_ != 0 || size > detail::kLargestRequest) [[unlikely]] {
     return nullptr;
   }
   detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
@@ -87,6 +96,8 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   --recent_;
   ++clock_;
   count_allocation_while_none_waits(block, size);
+  // No block lies at address 0: said, the caller's test of the result is the block's above.
+  if (block->address == 0) __builtin_unreachable();
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
@@ -107,13 +118,13 @@ inline void AllocatorCore::count_allocation(detail::Block* block, std::size_t re
 
 inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* block,
                                                              std::size_t requested) noexcept {
-  const bool small = block->small_pool();
+  const std::size_t pool = block->stat_pool();
   poison(block->address, block->size, false);
   block->allocated = true;
   block->requested_size = requested;
-  increase(stats_.allocation, small, 1);
-  increase(stats_.allocated_bytes, small, detail::signed_size(block->size));
-  increase(stats_.requested_bytes, small, detail::signed_size(requested));
+  increase_in(stats_.allocation, pool, 1);
+  increase_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
+  increase_in(stats_.requested_bytes, pool, detail::signed_size(requested));
   if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
 }
 
@@ -134,8 +145,8 @@ inline bool AllocatorCore::free_to_front_cache(void* ptr) noexcept {
 inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
   // The hot path: into the front cache, with room there, nothing to record or wait for.
   detail::RecentFrees& recent = *block->segment->recent;
-  if (recent.count < recent.blocks.size() && block->stream_uses.empty() && hooks_ == 0 &&
-      !config_.expandable_segments) [[likely]] {
+  if (recent.count < recent.blocks.size() && block->stream_uses.empty() &&
+      (off_hot_path_ & kOffFreeing) == 0) [[likely]] {
     uncount_allocation(block);
     file_recent(block, recent);
     return true;
@@ -144,10 +155,10 @@ inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
 }
 
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
-  const bool small = block->small_pool();
+  const std::size_t pool = block->stat_pool();
   block->allocated = false;
-  decrease(stats_.allocation, small, 1);
-  decrease(stats_.allocated_bytes, small, detail::signed_size(block->size));
+  decrease_in(stats_.allocation, pool, 1);
+  decrease_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
   if (block->size >= config_.max_split_size) --stats_.oversize_allocations.current;
 }
 
@@ -172,8 +183,8 @@ inline detail::Block* AllocatorCore::take_newest_recent(detail::RecentFrees& rec
 }
 
 inline void AllocatorCore::uncount_active(const detail::Block* block) noexcept {
-  const bool small = block->small_pool();
-  decrease(stats_.requested_bytes, small, detail::signed_size(block->requested_size));
+  decrease_in(stats_.requested_bytes, block->stat_pool(),
+              detail::signed_size(block->requested_size));
 }
 
 }  // namespace memscope

@@ -80,6 +80,9 @@ void AllocatorCore::validate() const {
       broken("free-bins", describe(s) + ": its bins are not its stream's pool of its kind");
     }
     if (!s->bins->prepared()) broken("free-bins", describe(s) + ": its bins were never prepared");
+    if (s->stat_pool != detail::pool_index(s->small_pool)) {
+      broken("tiling", describe(s) + fmt::format(": counts in statistics pool {}", s->stat_pool));
+    }
     ++segments_of[s->stream];
     if (s->size >= config_.max_split_size && !s->expandable) ++oversize_segments;
     if (s->expandable && (s->page == 0 || s->size % s->page != 0)) {
@@ -288,6 +291,13 @@ void AllocatorCore::validate() const {
   }
   check("oversize_allocations", "", live.oversize_allocations, oversize_allocations);
   check("oversize_segments", "", live.oversize_segments, oversize_segments);
+
+  // Last: a broken statistic (waiting_) shows here too, and is named above as what it is.
+  if (off_hot_path_ != off_hot_path_now()) {
+    broken("hot-path-gate",
+           fmt::format("off_hot_path_ is {:#x}; hooks, waiting blocks and settings make it {:#x}",
+                       off_hot_path_, off_hot_path_now()));
+  }
 }
 
 }  // namespace memscope

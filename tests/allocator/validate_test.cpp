@@ -19,6 +19,7 @@ class AllocatorCoreTestAccess {
  public:
   static MemoryStats& stats(AllocatorCore& core) { return core.stats_; }
   static StatArray& waiting(AllocatorCore& core) { return core.waiting_; }
+  static unsigned& off_hot_path(AllocatorCore& core) { return core.off_hot_path_; }
   static detail::PointerMap& live(AllocatorCore& core) { return core.live_; }
   static detail::Block* block(AllocatorCore& core, const void* ptr) {
     return core.live_.find(reinterpret_cast<std::uintptr_t>(ptr));
@@ -80,6 +81,27 @@ TEST_F(BrokenCore, StatisticsThatDisagreeWithTheBlocks) {
   // Active is derived from allocation and the waiting blocks: a waiting block no block has.
   Access::waiting(core_)[0].current += 1;
   EXPECT_EQ(broken_invariant(core_), "statistics");
+}
+
+// The hot path tests one word for everything that sends a call the whole way (hooks, waiting
+// blocks, settings); a word that says "nothing" while something is there would skip it.
+TEST_F(BrokenCore, AHotPathGateThatForgotWhatItGuards) {
+  Access::off_hot_path(core_) = 0;
+  EXPECT_EQ(broken_invariant(core_), "");  // nothing waits, no hooks, default settings
+  Access::off_hot_path(core_) = 4;         // says blocks wait: none do
+  EXPECT_EQ(broken_invariant(core_), "hot-path-gate");
+  Access::off_hot_path(core_) = 0;
+  {
+    PeakScope::Windows::Window window;
+    core_.open_window(window);  // a hook: the gate says so
+    EXPECT_NE(Access::off_hot_path(core_), 0U);
+    EXPECT_EQ(broken_invariant(core_), "");
+    Access::off_hot_path(core_) = 0;
+    EXPECT_EQ(broken_invariant(core_), "hot-path-gate");
+    core_.close_window(window);
+  }
+  EXPECT_EQ(Access::off_hot_path(core_), 0U);
+  EXPECT_EQ(broken_invariant(core_), "");
 }
 
 TEST_F(BrokenCore, ABlockThatNoLongerTilesItsSegment) {

@@ -177,7 +177,7 @@ PeakScope::Windows::Values AllocatorCore::peak_counters() const noexcept {
 }
 
 inline AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
-  if (last_pools_ != nullptr && last_pools_->stream == stream) [[likely]] {
+  if (last_pools_->stream == stream && last_pools_ != &no_pools_) [[likely]] {
     return *last_pools_;
   }
   return find_pools(stream);
@@ -203,7 +203,7 @@ void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
   for (auto it = pools_.begin(); it != pools_.end();) {
     StreamPools* p = it->second.get();
     if (p->segments == 0 && p != keep) {
-      if (p == last_pools_) last_pools_ = nullptr;
+      if (p == last_pools_) last_pools_ = &no_pools_;
       it = pools_.erase(it);
     } else {
       ++it;
@@ -233,7 +233,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   live_.reserve_one();
   block_recycler_.prepare(2);  // a new segment's block and a split remainder
   segment_recycler_.prepare(1);
-  if (recent_ != 0) flush_recent();
+  flush_recent();
   Block* block = nullptr;
   bool small = false;
   if (size <= detail::kLargestRequest) {
@@ -423,7 +423,6 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
     flush_recent_block(recent.blocks[0]);
     std::copy(recent.blocks.begin() + 1, recent.blocks.end(), recent.blocks.begin());
     --recent.count;
-    --recent_;
   }
   file_recent(block, recent);
 }
@@ -448,9 +447,14 @@ void AllocatorCore::flush_recent() noexcept {
   for (const auto& entry : pools_) {
     detail::RecentFrees& recent = entry.second->recent;
     for (std::size_t i = 0; i < recent.count; ++i) flush_recent_block(recent.blocks[i]);
-    recent_ -= recent.count;
     recent.count = 0;
   }
+}
+
+bool AllocatorCore::has_recent() const noexcept {
+  // Streams are few; a count of them all would cost the hot path an update at every hit.
+  return std::any_of(pools_.begin(), pools_.end(),
+                     [](const auto& entry) { return entry.second->recent.count != 0; });
 }
 
 void AllocatorCore::flush_recent_block(Block* block) noexcept {

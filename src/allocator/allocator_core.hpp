@@ -47,14 +47,17 @@ class AllocatorCore {
   [[nodiscard]] bool free_to_front_cache(void* ptr) noexcept;
   void record_stream(void* ptr, StreamId stream);
   [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
-  [[nodiscard]] std::size_t live_allocations() const noexcept { return live_.size() - recent_; }
+  [[nodiscard]] std::size_t live_allocations() const noexcept {
+    return static_cast<std::size_t>(
+        stats_.allocation[static_cast<std::size_t>(StatPool::all)].current);
+  }
   std::size_t empty_cache();
 
   // Moves every block of the front cache (RecentFrees) of every stream into the bins, merging
   // it: before any search of the bins and any release of cached memory, and before stats() and
   // snapshot() are read, which then say what merging at each free would have made them.
   void flush_recent() noexcept;
-  [[nodiscard]] bool has_recent() const noexcept { return recent_ != 0; }
+  [[nodiscard]] bool has_recent() const noexcept;
   // Exact for the blocks as they are; inactive_split counts a front-cached block only once it is
   // merged (flush_recent() first for the figures PyTorch's rules give).
   [[nodiscard]] MemoryStats stats() const noexcept;
@@ -91,7 +94,7 @@ class AllocatorCore {
   // A stream's pools live while a segment of the stream does (segments point at their bins);
   // empty_cache() drops the others, so a stream used once costs nothing once it is emptied.
   struct StreamPools {
-    StreamId stream;
+    StreamId stream{};
     detail::FreeBins small{true};
     detail::FreeBins large{false};
     detail::RecentFrees recent;  // of both pools: a block's size says which
@@ -102,7 +105,7 @@ class AllocatorCore {
   };
   struct PendingEvent {
     EventId event;
-    StreamId stream;
+    StreamId stream{};
     detail::Block* block;
   };
 
@@ -308,9 +311,11 @@ class AllocatorCore {
   // reach pools, and only drop_unused_pools() removes them: references to a StreamPools are
   // held within one allocate() call, and segments refer to theirs through Segment::bins.
   std::unordered_map<StreamId, std::unique_ptr<StreamPools>> pools_;
-  StreamPools* last_pools_ = nullptr;  // most streams are used many times in a row
+  // Most streams are used many times in a row. Never null, so that the hot path need not test
+  // it: &no_pools_, whose front cache is always empty, when no stream's pools are cached.
+  StreamPools* last_pools_ = &no_pools_;
+  StreamPools no_pools_;
   detail::PointerMap live_;  // allocated and recent blocks (a recent one is not allocated)
-  std::size_t recent_ = 0;   // recent blocks in all streams' RecentFrees
   detail::Segment* segments_ = nullptr;
   detail::Recycler<detail::Block> block_recycler_;
   detail::Recycler<detail::Segment> segment_recycler_;

@@ -86,14 +86,13 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   // block, another stream, pending events to look at, rounding by divisions, hooks to run,
   // active's peak to note while blocks wait) goes the whole way, allocate_slow(), which reuses
   // a front-cached block just the same.
+  // No size test: a size beyond kLargestRequest rounds to 0 or to more than any block holds.
   StreamPools* const pools = last_pools_;
-  if (pools == nullptr || pools->stream != stream || pools->recent.count == 0 ||
-      off_hot_path_ != 0 || size > detail::kLargestRequest) [[unlikely]] {
+  if (pools->stream != stream || pools->recent.count == 0 || off_hot_path_ != 0) [[unlikely]] {
     return nullptr;
   }
   detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
   if (block == nullptr) return nullptr;
-  --recent_;
   ++clock_;
   count_allocation_while_none_waits(block, size);
   // No block lies at address 0: said, the caller's test of the result is the block's above.
@@ -102,7 +101,6 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
 }
 
 inline void* AllocatorCore::reuse_recent(detail::Block* block, std::size_t size) noexcept {
-  --recent_;
   count_allocation(block, size);
   if (hooks_ != 0) [[unlikely]]
     after_allocate(*block, size);
@@ -169,7 +167,6 @@ inline void AllocatorCore::file_recent(detail::Block* block, detail::RecentFrees
   block->requested_size = 0;
   block->recent = true;
   recent.blocks[recent.count++] = block;
-  ++recent_;
   poison(block->address, block->size);
 }
 

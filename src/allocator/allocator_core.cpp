@@ -403,6 +403,7 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
       ++block->pending_events;
     }
     block->stream_uses.clear();
+    block->use.other_streams = false;
   }
   if (block->pending_events > 0) {  // stays active until its streams' events are done
     increase(waiting_, block->small_pool(), 1);
@@ -535,7 +536,7 @@ void AllocatorCore::release_segment(Block* block) noexcept {
 
 void AllocatorCore::record_stream(void* ptr, StreamId stream) {
   Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (block == nullptr || !block->allocated) {
+  if (block == nullptr || !block->use.allocated) {
     throw InvalidPointerError(
         "record_stream: the pointer is not a live allocation of this "
         "allocator (freed already, or allocated elsewhere)");
@@ -544,12 +545,13 @@ void AllocatorCore::record_stream(void* ptr, StreamId stream) {
   if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
       block->stream_uses.end()) {
     block->stream_uses.push_back(stream);
+    block->use.other_streams = true;
   }
 }
 
 const Block* AllocatorCore::find(const void* ptr) const noexcept {
   const Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  return block != nullptr && block->allocated ? block : nullptr;
+  return block != nullptr && block->use.allocated ? block : nullptr;
 }
 
 std::size_t AllocatorCore::empty_cache() {

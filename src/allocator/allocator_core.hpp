@@ -141,8 +141,8 @@ class AllocatorCore {
   // cached neighbours into the bins, counting only inactive_split.
   void merge_into_bins(detail::Block* block) noexcept;
   [[gnu::noinline]] void deallocate_slow(detail::Block* block) noexcept;
-  // The free of a live block into its front cache, when that is all it takes: true; else false
-  // with nothing changed.
+  // The free of an allocated block no other stream used into its front cache, when that is all
+  // it takes: true; else false with nothing changed.
   [[gnu::always_inline]] inline bool file_if_hot(detail::Block* block) noexcept;
   // A recent block handed out again: allocated, counted, hooks run; its address.
   [[gnu::always_inline]] inline void* reuse_recent(detail::Block* block, std::size_t size) noexcept;

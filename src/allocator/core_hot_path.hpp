@@ -118,7 +118,7 @@ inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* bloc
                                                              std::size_t requested) noexcept {
   const std::size_t pool = block->stat_pool();
   poison(block->address, block->size, false);
-  block->allocated = true;
+  block->use.allocated = true;
   block->requested_size = requested;
   increase_in(stats_.allocation, pool, 1);
   increase_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
@@ -128,8 +128,8 @@ inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* bloc
 
 inline bool AllocatorCore::deallocate(void* ptr) noexcept {
   detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (block == nullptr || !block->allocated) return false;  // a recent block is mapped too
-  if (file_if_hot(block)) [[likely]]
+  if (block == nullptr || !block->use.allocated) return false;  // a recent block is mapped too
+  if (!block->use.other_streams && file_if_hot(block)) [[likely]]
     return true;
   deallocate_slow(block);
   return true;
@@ -137,14 +137,14 @@ inline bool AllocatorCore::deallocate(void* ptr) noexcept {
 
 inline bool AllocatorCore::free_to_front_cache(void* ptr) noexcept {
   detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  return block != nullptr && block->allocated && file_if_hot(block);
+  return block != nullptr && block->freeable_at_once() && file_if_hot(block);
 }
 
 inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
-  // The hot path: into the front cache, with room there, nothing to record or wait for.
+  // The hot path, for an allocated block only its stream used: into the front cache, with room
+  // there, nothing to record or wait for.
   detail::RecentFrees& recent = *block->segment->recent;
-  if (recent.count < recent.blocks.size() && block->stream_uses.empty() &&
-      (off_hot_path_ & kOffFreeing) == 0) [[likely]] {
+  if (recent.count < recent.blocks.size() && (off_hot_path_ & kOffFreeing) == 0) [[likely]] {
     uncount_allocation(block);
     file_recent(block, recent);
     return true;
@@ -154,7 +154,7 @@ inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
 
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
   const std::size_t pool = block->stat_pool();
-  block->allocated = false;
+  block->use.allocated = false;
   decrease_in(stats_.allocation, pool, 1);
   decrease_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
   if (block->size >= config_.max_split_size) --stats_.oversize_allocations.current;

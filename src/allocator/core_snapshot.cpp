@@ -8,7 +8,7 @@ namespace {
 
 void add_block(SegmentInfo& info, const detail::Block& b) {
   BlockInfo block{b.address, b.size, b.requested_size, BlockState::inactive};
-  if (b.allocated) {
+  if (b.use.allocated) {
     block.state = BlockState::active_allocated;
     info.allocated_size += b.size;
   } else if (b.pending_events > 0) {

@@ -46,7 +46,7 @@ namespace {
 std::string describe(const Block* b) {
   if (b == nullptr) return "(no block)";
   return fmt::format("block {:#x} of {} bytes{}{}{}{} in segment {:#x}", b->address, b->size,
-                     b->allocated ? ", allocated" : "", b->cached ? ", cached" : "",
+                     b->use.allocated ? ", allocated" : "", b->cached ? ", cached" : "",
                      b->recent ? ", recent" : "", b->unmapped ? ", unmapped" : "",
                      b->segment != nullptr ? b->segment->base : 0);
 }
@@ -113,8 +113,9 @@ void AllocatorCore::validate() const {
       }
       cursor += b->size;
       const bool pending = b->pending_events > 0;
-      if (static_cast<int>(b->allocated) + static_cast<int>(b->cached) + static_cast<int>(pending) +
-              static_cast<int>(b->unmapped) + static_cast<int>(b->recent) !=
+      if (static_cast<int>(b->use.allocated) + static_cast<int>(b->cached) +
+              static_cast<int>(pending) + static_cast<int>(b->unmapped) +
+              static_cast<int>(b->recent) !=
           1) {
         broken("block-state",
                describe(b) + ": not exactly one of allocated, pending, recent, cached, unmapped");
@@ -146,7 +147,12 @@ void AllocatorCore::validate() const {
         broken("block-state", describe(b) + ": a cached neighbour was not merged");
       }
       if (b->cached) cached.push_back(b);
-      if (b->allocated) {
+      if (b->use.other_streams == b->stream_uses.empty()) {
+        broken("block-state",
+               describe(b) + fmt::format(": other_streams is {} for {} streams",
+                                         b->use.other_streams, b->stream_uses.size()));
+      }
+      if (b->use.allocated) {
         ++allocated;
         if (b->size >= config_.max_split_size) ++oversize_allocations;
         if (live_.find(b->address) != b) {
@@ -254,7 +260,7 @@ void AllocatorCore::validate() const {
   }
   if (!pending_.empty()) std::sort(all.begin(), all.end());
   for (const PendingEvent& pe : pending_) {
-    if (!std::binary_search(all.begin(), all.end(), pe.block) || pe.block->allocated ||
+    if (!std::binary_search(all.begin(), all.end(), pe.block) || pe.block->use.allocated ||
         pe.block->cached || pe.block->pending_events == 0) {
       broken("pending",
              "a stream event waits for " + describe(pe.block) + ", which is not pending");

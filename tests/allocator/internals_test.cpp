@@ -179,5 +179,35 @@ TEST(PointerMapTest, MatchesUnorderedMap) {
   for (const auto& [key, value] : reference) ASSERT_EQ(map.find(key), value);
 }
 
+// Block addresses come in strides (a segment's blocks, segments of one size); the hash
+// multiplies the address with its zero low bits, so every stride must still spread and every
+// key stay findable through growth and backward-shift deletion.
+TEST(PointerMapTest, AddressStridesStayFindable) {
+  for (const std::uintptr_t stride :
+       {std::uintptr_t{512}, std::uintptr_t{4096}, std::uintptr_t{2} << 20,
+        std::uintptr_t{16} << 20, std::uintptr_t{256} << 20}) {
+    SCOPED_TRACE(stride);
+    PointerMap map;
+    const std::uintptr_t base = std::uintptr_t{0x7f12} << 32;
+    constexpr std::uintptr_t kKeys = 5000;
+    const auto tag = [](std::uintptr_t key) {
+      return reinterpret_cast<Block*>(key + 8);  // NOLINT: an opaque tag, never used
+    };
+    for (std::uintptr_t i = 0; i < kKeys; ++i)
+      map.insert(base + i * stride, tag(base + i * stride));
+    for (std::uintptr_t i = 0; i < kKeys; ++i) {
+      ASSERT_EQ(map.find(base + i * stride), tag(base + i * stride)) << i;
+    }
+    ASSERT_EQ(map.find(base + kKeys * stride), nullptr);
+    for (std::uintptr_t i = 0; i < kKeys; i += 2) {
+      ASSERT_EQ(map.erase(base + i * stride), tag(base + i * stride)) << i;
+    }
+    for (std::uintptr_t i = 0; i < kKeys; ++i) {
+      ASSERT_EQ(map.find(base + i * stride), i % 2 == 0 ? nullptr : tag(base + i * stride)) << i;
+    }
+    EXPECT_EQ(map.size(), kKeys / 2);
+  }
+}
+
 }  // namespace
 }  // namespace memscope::detail

@@ -78,7 +78,8 @@ void AllocatorCore::reset_peak_stats() noexcept {
 }
 
 void AllocatorCore::reset_accumulated_stats() noexcept {
-  stats_.reset_accumulated();  // the num_* counters too
+  allocations_before_reset_ = clock();  // the clock runs on
+  stats_.reset_accumulated();           // the num_* counters too
   for_each_kept_stat([](Stat& stat) {
     stat.allocated = 0;
     stat.freed = stat.current;  // the base: freed counts from here
@@ -218,7 +219,6 @@ void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
 
 void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (!pending_.empty()) process_events();
-  ++clock_;
   StreamPools& pools = pools_for(stream);
   std::size_t rounded = 0;
   if (size <= detail::kLargestRequest) {
@@ -376,7 +376,7 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
     if (block->next != nullptr) block->next->prev = rest;
     block->next = rest;
     block->size = rounded;
-    rest->cached_at = clock_;
+    rest->cached_at = clock();
     block->segment->bins->insert(rest);
     poison(rest->address, rest->size);  // a fresh segment's remainder was never poisoned
     increase(stats_.inactive_split, small, 1);
@@ -497,7 +497,7 @@ void AllocatorCore::merge_into_bins(Block* block) noexcept {
   }
   block->requested_size = 0;
   block->pending_events = 0;
-  block->cached_at = clock_;
+  block->cached_at = clock();
   if (block->shares_mapped_range()) {  // is_split() in a fixed segment
     split_blocks += 1;
     split_bytes += signed_size(block->size);
@@ -642,10 +642,10 @@ void AllocatorCore::garbage_collect() {
   std::size_t reclaimed = 0;
   while (reclaimed < target && !freeable.empty()) {
     double total_age = 0;
-    for (const Block* b : freeable) total_age += static_cast<double>(clock_ - b->cached_at);
+    for (const Block* b : freeable) total_age += static_cast<double>(clock() - b->cached_at);
     const double average = total_age / static_cast<double>(freeable.size());
     const auto old = std::stable_partition(freeable.begin(), freeable.end(), [&](const Block* b) {
-      return static_cast<double>(clock_ - b->cached_at) < average;
+      return static_cast<double>(clock() - b->cached_at) < average;
     });
     for (auto it = old; it != freeable.end(); ++it) {
       if ((*it)->segment->expandable) {

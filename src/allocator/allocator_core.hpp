@@ -299,7 +299,15 @@ class AllocatorCore {
   // instruction: hooks_' bits and the OffHotPath ones (update_off_hot_path() keeps it).
   unsigned off_hot_path_ = 0;
   std::unique_ptr<detail::Recorder> recorder_;
-  std::uint64_t clock_ = 0;  // counts allocate() calls; ages cached blocks for gc
+  // The allocator's clock, which ages cached blocks for gc: allocations made so far. Derived
+  // from allocation's cumulative count (so the hot path ticks nothing more), which
+  // reset_accumulated_stats() zeroes: what it had is kept here.
+  [[nodiscard]] std::uint64_t clock() const noexcept {
+    return allocations_before_reset_ +
+           static_cast<std::uint64_t>(
+               stats_.allocation[static_cast<std::size_t>(StatPool::all)].allocated);
+  }
+  std::uint64_t allocations_before_reset_ = 0;
   // expandable_segments: pages of each pool, the bytes mapped in all segments, and their most
   // since the last empty_cache() (the above_peak recycling policy's threshold).
   std::size_t small_page_ = 0;

@@ -93,7 +93,6 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   }
   detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
   if (block == nullptr) return nullptr;
-  ++clock_;
   count_allocation_while_none_waits(block, size);
   // No block lies at address 0: said, the caller's test of the result is the block's above.
   if (block->address == 0) __builtin_unreachable();

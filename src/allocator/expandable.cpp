@@ -175,7 +175,7 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
   const int runs_joined = static_cast<int>(m->prev != nullptr && !m->prev->unmapped) +
                           static_cast<int>(m->next != nullptr && !m->next->unmapped);
   count_mapped(&s, signed_size(bytes), 1 - runs_joined);
-  m->cached_at = clock_;
+  m->cached_at = clock();
   Block* merged = m;
   if (left != nullptr) {
     s.bins->remove(left);
@@ -184,7 +184,7 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
     if (m->next != nullptr) m->next->prev = left;
     block_recycler_.recycle(m);
     merged = left;
-    merged->cached_at = clock_;
+    merged->cached_at = clock();
   }
   if (right != nullptr) {
     s.bins->remove(right);
@@ -255,7 +255,7 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
   }
   for (Block* piece : {head, tail}) {
     if (piece == nullptr) continue;
-    piece->cached_at = clock_;
+    piece->cached_at = clock();
     s.bins->insert(piece);
     count_split(piece, +1);
   }

@@ -261,6 +261,30 @@ TEST_F(Semantics, GarbageCollectionReleasesTheOldestCachedSegmentsFirst) {
   gc.deallocate(again);
 }
 
+// The clock that ages cached blocks is the count of allocations (derived, so the hot path
+// ticks nothing more); reset_accumulated_stats() zeroes that count, and the clock must run on:
+// else a block cached before the reset looks older or younger than it is.
+TEST_F(Semantics, GarbageCollectionAgesSurviveResetAccumulatedStats) {
+  CachingAllocator gc(
+      device, AllocatorConfig::parse("garbage_collection_threshold:0.5,memory_limit:800MiB"));
+  void* old_block = gc.allocate(200 * MiB);
+  gc.deallocate(old_block);  // cached early
+  std::vector<void*> small;
+  for (int i = 0; i < 10; ++i) small.push_back(gc.allocate(4 * KiB));  // time passes
+  void* recent = gc.allocate(250 * MiB);
+  gc.deallocate(recent);  // cached late
+  gc.reset_accumulated_stats();
+  for (int i = 0; i < 3; ++i) small.push_back(gc.allocate(4 * KiB));  // a little time passes
+  void* big = gc.allocate(300 * MiB);  // the miss collects: the old segment goes
+  EXPECT_EQ(gc.stats().num_device_free, 1);
+  void* again = gc.allocate(250 * MiB);  // the recent segment is still cached: a hit
+  EXPECT_EQ(again, recent);
+  EXPECT_TRUE(testing::allocator_consistent(gc));
+  for (void* p : small) gc.deallocate(p);
+  gc.deallocate(big);
+  gc.deallocate(again);
+}
+
 TEST_F(Semantics, MemoryStatsUsesTorchKeyNames) {
   const auto flat = allocator.memory_stats();
   for (const char* key :

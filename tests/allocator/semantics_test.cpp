@@ -236,8 +236,13 @@ TEST_F(Semantics, OversizeBlocksAreNotSplitAndCounted) {
   limited.deallocate(medium);
 }
 
-TEST_F(Semantics, GarbageCollectionReleasesTheOldestCachedSegmentsFirst) {
-  // Limit 800 MiB and threshold 0.5: collection starts once reserved passes 400 MiB.
+// Limit 800 MiB and threshold 0.5: collection starts once reserved passes 400 MiB. An old
+// segment and a recent one are cached; a miss collects the old one only. `reset_in_between`:
+// reset_accumulated_stats() first, which zeroes the allocation count the gc clock derives from
+// (so the hot path ticks nothing more): the clock must run on, else a block cached before the
+// reset looks older or younger than it is.
+void expect_gc_releases_the_older_segment(const std::shared_ptr<SimulatedBackend>& device,
+                                          bool reset_in_between) {
   CachingAllocator gc(
       device, AllocatorConfig::parse("garbage_collection_threshold:0.5,memory_limit:800MiB"));
   void* old_block = gc.allocate(200 * MiB);
@@ -247,6 +252,10 @@ TEST_F(Semantics, GarbageCollectionReleasesTheOldestCachedSegmentsFirst) {
   void* recent = gc.allocate(250 * MiB);
   gc.deallocate(recent);  // cached late
   EXPECT_EQ(gc.stats().num_device_free, 0);
+  if (reset_in_between) {
+    gc.reset_accumulated_stats();
+    for (int i = 0; i < 3; ++i) small.push_back(gc.allocate(4 * KiB));  // a little time passes
+  }
   // A miss with 452 MiB reserved: the old segment goes, the recent one stays.
   void* big = gc.allocate(300 * MiB);
   const MemoryStats s = gc.stats();
@@ -261,28 +270,12 @@ TEST_F(Semantics, GarbageCollectionReleasesTheOldestCachedSegmentsFirst) {
   gc.deallocate(again);
 }
 
-// The clock that ages cached blocks is the count of allocations (derived, so the hot path
-// ticks nothing more); reset_accumulated_stats() zeroes that count, and the clock must run on:
-// else a block cached before the reset looks older or younger than it is.
+TEST_F(Semantics, GarbageCollectionReleasesTheOldestCachedSegmentsFirst) {
+  expect_gc_releases_the_older_segment(device, /*reset_in_between=*/false);
+}
+
 TEST_F(Semantics, GarbageCollectionAgesSurviveResetAccumulatedStats) {
-  CachingAllocator gc(
-      device, AllocatorConfig::parse("garbage_collection_threshold:0.5,memory_limit:800MiB"));
-  void* old_block = gc.allocate(200 * MiB);
-  gc.deallocate(old_block);  // cached early
-  std::vector<void*> small;
-  for (int i = 0; i < 10; ++i) small.push_back(gc.allocate(4 * KiB));  // time passes
-  void* recent = gc.allocate(250 * MiB);
-  gc.deallocate(recent);  // cached late
-  gc.reset_accumulated_stats();
-  for (int i = 0; i < 3; ++i) small.push_back(gc.allocate(4 * KiB));  // a little time passes
-  void* big = gc.allocate(300 * MiB);  // the miss collects: the old segment goes
-  EXPECT_EQ(gc.stats().num_device_free, 1);
-  void* again = gc.allocate(250 * MiB);  // the recent segment is still cached: a hit
-  EXPECT_EQ(again, recent);
-  EXPECT_TRUE(testing::allocator_consistent(gc));
-  for (void* p : small) gc.deallocate(p);
-  gc.deallocate(big);
-  gc.deallocate(again);
+  expect_gc_releases_the_older_segment(device, /*reset_in_between=*/true);
 }
 
 TEST_F(Semantics, MemoryStatsUsesTorchKeyNames) {

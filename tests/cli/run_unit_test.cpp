@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -275,6 +276,39 @@ TEST(RunWatcherPeaks, AHigherReadingBeyondTheDriftWins) {
   EXPECT_GT(child.peak_rss, std::int64_t{16} << 20);
 }
 
+// Two pipes between a test and the child it forks: the child says it is ready and waits; the
+// test goes on when it is, and lets the child go.
+class Handshake {
+ public:
+  Handshake() {
+    if (::pipe(ready_) != 0 || ::pipe(go_) != 0) throw std::runtime_error("pipe failed");
+  }
+  Handshake(const Handshake&) = delete;
+  Handshake& operator=(const Handshake&) = delete;
+  ~Handshake() {
+    for (const int fd : {ready_[0], ready_[1], go_[0], go_[1]}) ::close(fd);
+  }
+  // In the child.
+  void ready_then_wait() const {
+    char byte = 0;
+    (void)!::write(ready_[1], &byte, 1);
+    (void)!::read(go_[0], &byte, 1);
+  }
+  // In the test.
+  [[nodiscard]] bool wait_ready() const {
+    char byte = 0;
+    return ::read(ready_[0], &byte, 1) == 1;
+  }
+  [[nodiscard]] bool go() const {
+    const char byte = 0;
+    return ::write(go_[1], &byte, 1) == 1;
+  }
+
+ private:
+  int ready_[2] = {-1, -1};
+  int go_[2] = {-1, -1};
+};
+
 // Regression (CI, torchrun under load): a sample taken between a launcher's fork and its exec
 // saw the child with the launcher's pages (550 MB of torch) and the record gave that peak to the
 // 280 MB rank the child became. A new program's peak starts at its exec, also when its name does
@@ -293,25 +327,19 @@ TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
   ASSERT_NE(::mkdtemp(dir_template), nullptr);
   const std::string link = std::string(dir_template) + "/" + name;
   ASSERT_EQ(::symlink("/bin/sleep", link.c_str()), 0);
-  int ready[2];
-  int go[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(go), 0);
+  const Handshake handshake;
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
-    char byte = 0;
-    (void)!::write(ready[1], &byte, 1);
-    (void)!::read(go[0], &byte, 1);
+    handshake.ready_then_wait();
     ::execl(link.c_str(), link.c_str(), "5", static_cast<char*>(nullptr));
     ::_exit(127);
   }
-  char byte = 0;
-  EXPECT_EQ(::read(ready[0], &byte, 1), 1);
+  EXPECT_TRUE(handshake.wait_ready());
   RunWatcher watcher(static_cast<int>(::getpid()), 0.05, /*watch_gpu=*/false);
   watcher.set_start(0);
   watcher.sample(1'000'000);  // before the exec: the child holds the parent's pages
-  EXPECT_EQ(::write(go[1], &byte, 1), 1);
+  EXPECT_TRUE(handshake.go());
   // Wait (bounded) until the child runs sleep: its VmHWM restarts small, and its arguments are
   // in place (inside the exec the new image has none yet: CI's TSan run sampled it there).
   std::int64_t hwm = -1;
@@ -331,7 +359,6 @@ TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
   ::kill(pid, SIGKILL);
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, 0), pid);  // not reaped by the watcher: no wait4 figure
-  for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
   ::unlink(link.c_str());
   ::rmdir(dir_template);
   const RunRecord record = watcher.finish(3'000'000, {"child"}, 0.0, 0);
@@ -352,10 +379,7 @@ TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
 // line read empty is read again at the next sample. Here the child empties its own arguments
 // and then writes new ones, as setproctitle does.
 TEST(RunWatcherCommands, AnEmptyCommandLineIsReadAgainAtTheNextSample) {
-  int ready[2];
-  int go[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  ASSERT_EQ(::pipe(go), 0);
+  const Handshake handshake;
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -367,12 +391,9 @@ TEST(RunWatcherCommands, AnEmptyCommandLineIsReadAgainAtTheNextSample) {
     // NOLINTNEXTLINE(performance-no-int-to-ptr): the kernel gives the address as a number
     char* area = reinterpret_cast<char*>(self->image);
     std::memset(area, 0, arguments->size());
-    char byte = 0;
-    (void)!::write(ready[1], &byte, 1);
-    (void)!::read(go[0], &byte, 1);
+    handshake.ready_then_wait();
     std::memcpy(area, "renamed", sizeof "renamed");  // the area is long enough: checked above
-    (void)!::write(ready[1], &byte, 1);
-    (void)!::read(go[0], &byte, 1);
+    handshake.ready_then_wait();
     ::_exit(0);
   }
   // A failed assertion leaves the test with the child waiting: end it.
@@ -382,21 +403,19 @@ TEST(RunWatcherCommands, AnEmptyCommandLineIsReadAgainAtTheNextSample) {
       if (pid > 0 && ::kill(pid, SIGKILL) == 0) ::waitpid(pid, nullptr, 0);
     }
   } killer{pid};
-  char byte = 0;
   RunWatcher watcher(static_cast<int>(::getpid()), 0.05, /*watch_gpu=*/false);
   watcher.set_start(0);
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  ASSERT_TRUE(handshake.wait_ready());
   EXPECT_EQ(read_arguments(static_cast<int>(pid)), std::nullopt);
   watcher.sample(1'000'000);  // its command line is empty
-  EXPECT_EQ(::write(go[1], &byte, 1), 1);
-  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  EXPECT_TRUE(handshake.go());
+  ASSERT_TRUE(handshake.wait_ready());
   watcher.sample(2'000'000);  // now it has one
-  EXPECT_EQ(::write(go[1], &byte, 1), 1);
+  EXPECT_TRUE(handshake.go());
   int status = 0;
   EXPECT_EQ(::waitpid(pid, &status, 0), pid);
   killer.pid = 0;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
   const RunRecord record = watcher.finish(3'000'000, {"child"}, 0.0, 0);
   bool found = false;
   for (const RunProcess& process : record.processes) {

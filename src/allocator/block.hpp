@@ -45,7 +45,7 @@ struct Segment {
   std::size_t size = 0;
   StreamId stream = kDefaultStream;
   bool small_pool = false;
-  std::uint8_t stat_pool = 0;     // StatPool::small or ::large as an index: the hot path's
+  std::uint8_t stat_pool = 0;     // StatPool::small or ::large as an index (the hot path's)
   Block* first = nullptr;         // the block at `base`
   FreeBins* bins = nullptr;       // where its cached blocks go: its stream's small or large pool
   RecentFrees* recent = nullptr;  // where its blocks go when freed: its stream's front cache

@@ -94,7 +94,8 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
   if (block == nullptr) return nullptr;
   count_allocation_while_none_waits(block, size);
-  // No block lies at address 0: said, the caller's test of the result is the block's above.
+  // No block lies at address 0. Telling the compiler lets it drop the caller's test of the
+  // result: the test of `block` above has made it.
   if (block->address == 0) __builtin_unreachable();
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }

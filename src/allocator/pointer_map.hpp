@@ -36,10 +36,12 @@ class PointerMap {
 
   [[nodiscard]] Block* find(std::uintptr_t key) const noexcept {
     std::size_t i = home(key);
-    while (keys_[i] != key) [[unlikely]] {  // most keys sit in their home slot
+    if (keys_[i] != key) [[unlikely]] {  // most keys sit in their home slot
+      do {
         if (keys_[i] == 0) return nullptr;
         i = (i + 1) & mask_;
-      }
+      } while (keys_[i] != key);
+    }
     Block* const value = values_[i];
     if (value == nullptr) __builtin_unreachable();  // said, callers test less
     return value;

@@ -223,12 +223,16 @@ std::optional<std::string> read_arguments(int pid) {
   return text;
 }
 
-std::string read_command_line(int pid) {
-  if (std::optional<std::string> arguments = read_arguments(pid)) return std::move(*arguments);
+std::string bracketed_name(int pid) {
   std::optional<std::string> comm = read_proc_file(pid, "comm");
   if (!comm) return "";
   while (!comm->empty() && comm->back() == '\n') comm->pop_back();
   return "[" + *comm + "]";
+}
+
+std::string read_command_line(int pid) {
+  if (std::optional<std::string> arguments = read_arguments(pid)) return std::move(*arguments);
+  return bracketed_name(pid);
 }
 
 }  // namespace memscope::cli

@@ -56,7 +56,10 @@ struct TreeProcess {
 // a zombie, a kernel thread, or a process inside exec, whose new image has no arguments yet.
 [[nodiscard]] std::optional<std::string> read_arguments(int pid);
 
-// read_arguments(), or else the name in /proc/<pid>/comm in brackets; "" if both are gone.
+// The name in /proc/<pid>/comm in brackets ("[python]"); "" when the process has gone.
+[[nodiscard]] std::string bracketed_name(int pid);
+
+// read_arguments(), or else bracketed_name().
 [[nodiscard]] std::string read_command_line(int pid);
 
 }  // namespace memscope::cli

@@ -104,7 +104,7 @@ void RunWatcher::read_command(std::size_t index) {
   const int pid = tracked_[index].pid;
   std::optional<std::string> arguments = read_arguments(pid);
   tracked_[index].arguments_unread = !arguments;
-  record_.processes[index].command = arguments ? std::move(*arguments) : read_command_line(pid);
+  record_.processes[index].command = arguments ? std::move(*arguments) : bracketed_name(pid);
 }
 
 void RunWatcher::ended(std::size_t index, double t) {

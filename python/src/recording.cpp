@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 
@@ -126,7 +127,11 @@ struct Precaptured {
   std::size_t count = 0;
   std::array<PythonFrame, kMaxFrames> frames{};
 };
-thread_local Precaptured precaptured;
+// Behind a pointer, made on a thread's first precapture: the extension's own thread-local
+// storage stays a few bytes. A large thread_local here (kMaxFrames frames) is a TLS block that
+// glibc may place in the small static-TLS surplus every later-loaded library shares, and
+// torch's libgomp then cannot be loaded beside memscope (docs/gpu.md, "Static TLS").
+thread_local std::unique_ptr<Precaptured> precaptured;
 
 // Whether the calling thread holds the GIL. Not PyGILState_Check(): it answers yes when the
 // interpreter is not (or no longer) initialised, and the recorder may run then.
@@ -142,9 +147,10 @@ bool holds_gil() noexcept {
 
 std::size_t collect(PythonFrame* out, std::size_t capacity) noexcept {
   if (holds_gil()) return walk_frames(out, capacity);
-  if (!precaptured.armed) return 0;
-  const std::size_t n = std::min(capacity, precaptured.count);
-  std::copy_n(precaptured.frames.begin(), n, out);
+  const Precaptured* frames = precaptured.get();
+  if (frames == nullptr || !frames->armed) return 0;
+  const std::size_t n = std::min(capacity, frames->count);
+  std::copy_n(frames->frames.begin(), n, out);
   return n;
 }
 
@@ -152,13 +158,15 @@ std::size_t collect(PythonFrame* out, std::size_t capacity) noexcept {
 
 PythonStackPrecapture::PythonStackPrecapture(const CachingAllocator& allocator) noexcept {
   if (!allocator.recording_python_stacks()) return;
-  precaptured.count = walk_frames(precaptured.frames.data(), precaptured.frames.size());
-  precaptured.armed = true;
+  if (!precaptured) precaptured.reset(new (std::nothrow) Precaptured);
+  if (!precaptured) return;  // out of memory: this allocation is recorded without a stack
+  precaptured->count = walk_frames(precaptured->frames.data(), precaptured->frames.size());
+  precaptured->armed = true;
   armed_ = true;
 }
 
 PythonStackPrecapture::~PythonStackPrecapture() noexcept {
-  if (armed_) precaptured.armed = false;
+  if (armed_) precaptured->armed = false;
 }
 
 void bind_recording(nb::module_& /*m*/) {

@@ -49,10 +49,13 @@ bool register_tag_fork_handlers() noexcept {
 
 [[maybe_unused]] const bool kTagForkHandlersRegistered = register_tag_fork_handlers();
 
-// initial-exec: read on every recorded event, and in a shared object (the Python extension)
-// the default model would make each read a call to __tls_get_addr. Eight bytes of the static
-// TLS surplus glibc keeps for modules loaded later.
-thread_local TraceTag current_tag __attribute__((tls_model("initial-exec"))) = nullptr;
+// The default TLS model, never initial-exec: this file is linked into the Python extension,
+// which is dlopen'ed. One initial-exec variable flags the whole module STATIC_TLS, so its entire
+// TLS block must fit in glibc's small static-TLS surplus, which every later-loaded library
+// shares: then torch (libgomp) and memscope cannot be imported into one process
+// (tests/python: test_static_tls.py). Read only for recorded events, where the __tls_get_addr
+// call it costs in a shared object is small beside recording.
+thread_local TraceTag current_tag = nullptr;
 
 }  // namespace
 

@@ -31,41 +31,6 @@ using namespace std::chrono_literals;
 
 constexpr std::int64_t kTolerance = 2 * static_cast<std::int64_t>(MiB);
 
-// What NVML says this process holds on the device; where a PID namespace hides the process
-// from NVML, the device's used memory (meaningful only while nothing else runs on the GPU).
-class NvmlView {
- public:
-  NvmlView(const memscope::NvmlProbe& probe, unsigned index) : probe_(probe), index_(index) {
-    per_process_ = probe_.own_process_memory(index_).has_value();
-  }
-  [[nodiscard]] const char* source() const {
-    return per_process_ ? "nvml per-process" : "nvml device used (process not visible)";
-  }
-  // Reads until two readings 20 ms apart agree, so a figure the driver is still updating is
-  // not taken (at most ~1 s).
-  [[nodiscard]] std::int64_t settled() const {
-    std::int64_t last = read();
-    for (int i = 0; i < 50; ++i) {
-      std::this_thread::sleep_for(20ms);
-      const std::int64_t now = read();
-      if (now == last) return now;
-      last = now;
-    }
-    return last;
-  }
-
- private:
-  [[nodiscard]] std::int64_t read() const {
-    if (per_process_) {
-      return static_cast<std::int64_t>(probe_.own_process_memory(index_).value_or(0));
-    }
-    return static_cast<std::int64_t>(probe_.memory(index_).used);
-  }
-  const memscope::NvmlProbe& probe_;
-  unsigned index_;
-  bool per_process_ = false;
-};
-
 std::int64_t reserved(const memscope::CachingAllocator& allocator) {
   return allocator.stats().reserved_bytes[0].current;
 }
@@ -96,7 +61,7 @@ TEST(EmptyCacheGpu, NvmlSeesTheReleasedBytesAndOurReservedBytes) {
   allocator.deallocate(warm);
   (void)allocator.empty_cache();
   ASSERT_EQ(reserved(allocator), 0);
-  const NvmlView view(probe, index);
+  const memscope::testing::NvmlView view(probe, index);
   const std::int64_t before = view.settled();
 
   const std::size_t big_size = 1536 * MiB;

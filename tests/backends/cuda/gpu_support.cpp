@@ -1,6 +1,8 @@
 #include "gpu_support.hpp"
 
+#include <chrono>
 #include <cstdint>
+#include <thread>
 
 #include "backends/cuda/driver_loader.hpp"
 #include "backends/cuda/scoped_context.hpp"
@@ -123,6 +125,26 @@ std::vector<unsigned char> GpuWork::read(const void* device, std::size_t bytes) 
   std::vector<unsigned char> host(bytes);
   check_cuda(d, d.cuMemcpyDtoH(host.data(), to_device(device), bytes), "cuMemcpyDtoH");
   return host;
+}
+
+NvmlView::NvmlView(const NvmlProbe& probe, unsigned index) : probe_(probe), index_(index) {
+  per_process_ = probe_.own_process_memory(index_).has_value();
+}
+
+std::int64_t NvmlView::settled() const {
+  std::int64_t last = read();
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::int64_t now = read();
+    if (now == last) return now;
+    last = now;
+  }
+  return last;
+}
+
+std::int64_t NvmlView::read() const {
+  if (per_process_) return static_cast<std::int64_t>(probe_.own_process_memory(index_).value_or(0));
+  return static_cast<std::int64_t>(probe_.memory(index_).used);
 }
 
 }  // namespace memscope::testing

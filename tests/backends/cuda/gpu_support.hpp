@@ -7,11 +7,13 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 #include "memscope/backend.hpp"
 #include "memscope/cuda_backend.hpp"
+#include "memscope/device_probe.hpp"
 
 // Skips the current test, with the reason, unless a CUDA device can be used.
 #define MEMSCOPE_REQUIRE_GPU()                                                  \
@@ -46,6 +48,27 @@ class GpuWork {
   void* module_ = nullptr;  // CUmodule of the spin kernel, loaded on first use
   void* spin_ = nullptr;    // CUfunction
   std::vector<StreamId> streams_;
+};
+
+// What NVML says this process holds on the device; where a PID namespace hides the process
+// from NVML, the device's used memory (meaningful only while nothing else runs on the GPU:
+// ctest runs the `gpu` tests one at a time, RESOURCE_LOCK gpu_device).
+class NvmlView {
+ public:
+  NvmlView(const NvmlProbe& probe, unsigned index);
+  [[nodiscard]] bool per_process() const { return per_process_; }
+  [[nodiscard]] const char* source() const {
+    return per_process_ ? "nvml per-process" : "nvml device used (process not visible)";
+  }
+  // Reads until two readings 20 ms apart agree, so a figure the driver is still updating is
+  // not taken (at most ~1 s).
+  [[nodiscard]] std::int64_t settled() const;
+
+ private:
+  [[nodiscard]] std::int64_t read() const;
+  const NvmlProbe& probe_;
+  unsigned index_;
+  bool per_process_ = false;
 };
 
 }  // namespace memscope::testing

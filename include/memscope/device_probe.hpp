@@ -31,12 +31,20 @@ namespace detail {
 struct NvmlLibrary;  // the loaded NVML (src/probes/nvml)
 }
 
+// One device's memory, the same whichever source answered: `total` is what processes can
+// allocate, as cuMemGetInfo and torch.cuda.mem_get_info report it, and total == free + used.
+// NVML's v2 query also reports what the driver and firmware set aside (`reserved`); that is not
+// in `total` (nvidia-smi's "total" is total + reserved). Where only NVML v1 answers, `reserved`
+// is 0 and the driver's share is counted in `used`.
 struct DeviceMemoryInfo {
-  std::size_t total = 0;
+  std::size_t total = 0;     // usable: free + used
   std::size_t free = 0;      // free for every process
-  std::size_t used = 0;      // allocated by every process (NVML v2: without `reserved`)
+  std::size_t used = 0;      // allocated by every process
   std::size_t reserved = 0;  // set aside by the driver and firmware; 0 where not reported
   std::string source;        // "nvml" or "cuda" (cuMemGetInfo: used = total - free)
+
+  // Physical memory as nvidia-smi's "total" shows it.
+  [[nodiscard]] std::size_t physical() const noexcept { return total + reserved; }
 };
 
 struct GpuProcess {

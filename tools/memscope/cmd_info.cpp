@@ -148,7 +148,10 @@ void print_text(std::FILE* out, const HostInfo& host, const GpuInfo& gpu) {
       g.row("total", bytes_text(dev.total));
       g.row("used", bytes_text(dev.used));
       g.row("free", bytes_text(dev.free));
-      if (dev.reserved > 0) g.row("reserved", bytes_text(dev.reserved));
+      if (dev.reserved > 0) {
+        g.row("reserved", bytes_text(dev.reserved) + ", by the driver: not in total (physical " +
+                              format_bytes(dev.total + dev.reserved) + ", as nvidia-smi shows)");
+      }
     }
     if (dev.processes.empty()) g.row("processes", "none");
     for (const GpuProcessInfo& p : dev.processes) {

@@ -77,7 +77,10 @@ DeviceMemoryInfo NvmlProbe::memory(unsigned nvml_index) const {
     memory.version = nvml::kMemoryV2Version;
     const nvml::nvmlReturn_t result = library_->nvmlDeviceGetMemoryInfo_v2(d, &memory);
     if (result == nvml::NVML_SUCCESS) {
-      info.total = memory.total;
+      // v2's total counts what the driver and firmware set aside; cuMemGetInfo's (and so
+      // torch.cuda.mem_get_info's) does not. Both sources present the usable total, with
+      // total == free + used, and the reserved part beside it (an H200: 615 MiB).
+      info.total = memory.total >= memory.reserved ? memory.total - memory.reserved : memory.total;
       info.free = memory.free;
       info.used = memory.used;
       info.reserved = memory.reserved;

@@ -20,6 +20,10 @@
 //
 //   memscope_gpu_peers [--traces FILE_OR_DIR]... [--allocators a,b,...] [--peer NAME=PATH.so]
 //                      [--pairs N] [--reps N] [--budget SECONDS]
+//   memscope_gpu_peers --plans --traces FILE_OR_DIR...   the plans' events and peak live, no GPU
+//
+// --budget (default 120) bounds the replays: each allocator gets an equal share of it, counted
+// from the start, and leaves out the traces it would begin after its share is spent.
 //
 // Without a GPU it prints "no GPU: <reason>" and exits 77 (a skip, as ctest counts it). It is a
 // benchmark, never a test: the figures depend on the machine.
@@ -37,6 +41,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include "gpu_peer.h"
@@ -273,13 +278,14 @@ struct Options {
   long pairs = 200000;
   int reps = 5;
   double budget_s = 120;
+  bool plans_only = false;  // --plans: describe the traces' plans and stop (needs no GPU)
 };
 
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "gpu_peers: %s\nusage: memscope_gpu_peers [--traces FILE_OR_DIR]... "
                "[--allocators a,b,...] [--peer NAME=PATH.so] [--pairs N] [--reps N] "
-               "[--budget SECONDS]\n",
+               "[--budget SECONDS]\n       memscope_gpu_peers --plans --traces FILE_OR_DIR...\n",
                why.c_str());
   std::exit(2);
 }
@@ -299,6 +305,10 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    if (arg == "--plans") {
+      o.plans_only = true;
+      continue;
+    }
     if (i + 1 >= argc) usage(std::string(arg) + " needs a value");
     const std::string value = argv[++i];
     try {
@@ -327,7 +337,8 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// The traces named (files, or every file of a folder, by name), read through memscope's public
+// The traces named, in the order given (files, or every trace file of a folder, by name; each
+// file once), read through memscope's public
 // trace API; one that cannot be read is reported and left out.
 std::vector<Trace> load_traces(const std::vector<std::filesystem::path>& given) {
   std::vector<std::filesystem::path> files;
@@ -347,7 +358,12 @@ std::vector<Trace> load_traces(const std::vector<std::filesystem::path>& given) 
     }
   }
   std::vector<Trace> traces;
+  std::vector<std::filesystem::path> seen;  // a file named and also inside a folder named: once
   for (const auto& file : files) {
+    std::error_code ignored;
+    const auto canonical = std::filesystem::weakly_canonical(file, ignored);
+    if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) continue;
+    seen.push_back(canonical);
     try {
       const memscope::TorchSnapshot snapshot = memscope::read_trace_file(file);
       const auto devices = memscope::trace_devices(snapshot);
@@ -388,6 +404,14 @@ std::unique_ptr<Peer> make_peer(const std::string& name, const Options& o) {
 
 int run(const Options& o) {
   const auto started = Clock::now();
+  if (o.plans_only) {
+    for (const Trace& trace : load_traces(o.traces)) {
+      std::printf(R"({"kind":"plan","plan":"%s","ops":%zu,"peak_live":%zu})"
+                  "\n",
+                  trace.name.c_str(), trace.plan.ops.size(), trace.plan.peak_live);
+    }
+    return 0;
+  }
   // The driver first: its reason (no libcuda.so.1) says more than the runtime's.
   if (const auto driver = memscope::cuda_available(); !driver.available) {
     std::fprintf(stderr, "no GPU: %s\n", driver.reason.c_str());
@@ -416,7 +440,12 @@ int run(const Options& o) {
   const std::vector<Trace> traces = load_traces(o.traces);
   constexpr std::size_t kPairSizes[] = {512, 64 * memscope::KiB, 2 * memscope::MiB,
                                         64 * memscope::MiB};
-  for (const std::string& name : o.allocators) {
+  // Each allocator has its share of the budget, so that a slow one cannot crowd out the rest.
+  const double share =
+      o.budget_s / static_cast<double>(std::max<std::size_t>(1, o.allocators.size()));
+  for (std::size_t i = 0; i < o.allocators.size(); ++i) {
+    const std::string& name = o.allocators[i];
+    const double deadline = share * static_cast<double>(i + 1);
     const std::unique_ptr<Peer> peer = make_peer(name, o);
     if (!peer) continue;
     for (const std::size_t bytes : kPairSizes) {
@@ -429,9 +458,11 @@ int run(const Options& o) {
     }
     peer->empty_cache();
     for (const Trace& trace : traces) {
-      if (seconds_since(started) > o.budget_s) {
-        std::fprintf(stderr, "gpu_peers: %s: the %.0f s budget is spent; %s and later left out\n",
-                     name.c_str(), o.budget_s, trace.name.c_str());
+      if (seconds_since(started) > deadline) {
+        std::fprintf(
+            stderr,
+            "gpu_peers: %s: its share of the %.0f s budget is spent; %s and later left out\n",
+            name.c_str(), o.budget_s, trace.name.c_str());
         break;
       }
       replay_row(*peer, trace);

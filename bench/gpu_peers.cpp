@@ -48,6 +48,7 @@
 #include "memscope/caching_allocator.hpp"
 #include "memscope/config.hpp"
 #include "memscope/cuda_backend.hpp"
+#include "memscope/errors.hpp"
 #include "memscope/replay.hpp"
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
@@ -97,7 +98,13 @@ class MemscopePeer final : public Peer {
       : Peer(std::move(name)),
         allocator_(std::make_shared<memscope::CudaBackend>(0),
                    memscope::AllocatorConfig::parse(settings)) {}
-  void* allocate(std::size_t bytes) override { return allocator_.allocate(bytes); }
+  void* allocate(std::size_t bytes) override {
+    try {
+      return allocator_.allocate(bytes);
+    } catch (const memscope::OutOfMemoryError&) {
+      return nullptr;  // counted by the replay as a failed allocation, as for the others
+    }
+  }
   void deallocate(void* ptr) noexcept override { allocator_.deallocate(ptr); }
   std::int64_t peak_reserved() override {
     return allocator_.stats()

@@ -1,7 +1,7 @@
 # What scripts/gpu-check's modes share (sourced, never run): the log, time-boxed steps, the device
 # as nvidia-smi sees it, ctest's JUnit counted, and the empty_cache() scenario's figures.
 # The caller sets: budget (seconds for the whole run), started (date +%s at the start), log.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2154
 
 declare -A step_status step_seconds
 

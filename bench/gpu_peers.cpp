@@ -81,7 +81,7 @@ class Peer {
 void check(cudaError_t status, const char* what) {
   if (status != cudaSuccess) {
     std::fprintf(stderr, "gpu_peers: %s: %s\n", what, cudaGetErrorString(status));
-    std::exit(1);
+    std::exit(1);  // NOLINT(concurrency-mt-unsafe): the program has one thread
   }
 }
 
@@ -294,7 +294,7 @@ struct Options {
                "[--allocators a,b,...] [--peer NAME=PATH.so] [--pairs N] [--reps N] "
                "[--budget SECONDS]\n       memscope_gpu_peers --plans --traces FILE_OR_DIR...\n",
                why.c_str());
-  std::exit(2);
+  std::exit(2);  // NOLINT(concurrency-mt-unsafe): the program has one thread
 }
 
 std::vector<std::string> split(std::string_view text) {
@@ -396,7 +396,8 @@ std::unique_ptr<Peer> make_peer(const std::string& name, const Options& o) {
     if (plugin != name) continue;
     void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle == nullptr) {
-      std::fprintf(stderr, "gpu_peers: %s skipped: %s\n", name.c_str(), ::dlerror());
+      std::fprintf(stderr, "gpu_peers: %s skipped: %s\n", name.c_str(),
+                   ::dlerror());  // NOLINT(concurrency-mt-unsafe)
       return nullptr;
     }
     auto peer = std::make_unique<PluginPeer>(name, handle);  // never dlclose'd: caches outlive us

@@ -28,12 +28,24 @@ run_step() {
   step_seconds[$name]=$(($(date +%s) - t0))
   case $rc in
     0) step_status[$name]="ok" ;;
-    77) step_status[$name]="SKIPPED: $(tail -n +"$((mark + 1))" "$log" | grep -v '^\s*$' | tail -n 1)" ;;
+    77) step_status[$name]="SKIPPED: $(skip_reason "$mark")" ;;
     124 | 137) step_status[$name]="timed out after ${limit}s" ;;
     *) step_status[$name]="failed (exit $rc)" ;;
   esac
   note "=== $name: ${step_status[$name]} in ${step_seconds[$name]}s"
   return $rc
+}
+
+# Why a step that exited 77 skipped, from what it logged after line MARK: pytest's first
+# "SKIPPED [n] file:line: reason" (-rs), else a "no GPU: ..." line, else its last line.
+skip_reason() {
+  local output
+  output=$(tail -n +"$(($1 + 1))" "$log")
+  local reason
+  reason=$(grep -m1 -o -E 'SKIPPED \[[0-9]+\] [^ ]+: .*' <<<"$output" | sed -E 's/^SKIPPED \[[0-9]+\] [^ ]+: //')
+  [[ -n $reason ]] || reason=$(grep -m1 -o 'no GPU: .*' <<<"$output")
+  [[ -n $reason ]] || reason=$(grep -v '^\s*$' <<<"$output" | tail -n 1)
+  printf '%s' "${reason:0:200}"
 }
 
 # Sets `device` and `driver` from nvidia-smi (informative; never fails the check).

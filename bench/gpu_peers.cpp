@@ -3,7 +3,8 @@
 //
 //   memscope                 CachingAllocator on CudaBackend(0), default settings
 //   memscope-expandable      the same with expandable_segments:true
-//   cudaMallocAsync          the device's default pool, release threshold at the maximum
+//   memscope-expandable-chunk-2MiB   ... with one physical allocation per 2 MiB page (before
+//   chunks) cudaMallocAsync          the device's default pool, release threshold at the maximum
 //   cudaMalloc               cudaMalloc / cudaFree (no cache; pairs and the first trace only)
 //   <plug-in>                an allocator behind bench/gpu_peer.h, loaded with --peer NAME=PATH
 //                            (PyTorch's caching allocator: bench/gpu_peer_torch.cpp)
@@ -279,7 +280,8 @@ void replay_row(Peer& peer, const Trace& trace) {
 
 struct Options {
   std::vector<std::filesystem::path> traces;
-  std::vector<std::string> allocators{"memscope", "memscope-expandable", "cudaMallocAsync",
+  std::vector<std::string> allocators{"memscope", "memscope-expandable",
+                                      "memscope-expandable-chunk-2MiB", "cudaMallocAsync",
                                       "cudaMalloc"};
   std::vector<std::pair<std::string, std::string>> plugins;  // name, path
   long pairs = 200000;
@@ -389,6 +391,15 @@ std::unique_ptr<Peer> make_peer(const std::string& name, const Options& o) {
   if (name == "memscope") return std::make_unique<MemscopePeer>(name, "");
   if (name == "memscope-expandable") {
     return std::make_unique<MemscopePeer>(name, "expandable_segments:true");
+  }
+  // memscope-expandable-chunk-<size>: CudaBackend's physical allocations of <size> (its
+  // MEMSCOPE_CUDA_CHUNK, read when the backend is made); "2MiB" is one per page, as before chunks.
+  if (constexpr std::string_view prefix = "memscope-expandable-chunk-"; name.starts_with(prefix)) {
+    ::setenv("MEMSCOPE_CUDA_CHUNK", name.substr(prefix.size()).c_str(),
+             1);  // NOLINT(concurrency-mt-unsafe)
+    auto peer = std::make_unique<MemscopePeer>(name, "expandable_segments:true");
+    ::unsetenv("MEMSCOPE_CUDA_CHUNK");  // NOLINT(concurrency-mt-unsafe)
+    return peer;
   }
   if (name == "cudaMallocAsync") return std::make_unique<MallocAsyncPeer>();
   if (name == "cudaMalloc") return std::make_unique<MallocPeer>();

@@ -3,8 +3,8 @@
 //
 //   memscope                 CachingAllocator on CudaBackend(0), default settings
 //   memscope-expandable      the same with expandable_segments:true
-//   memscope-expandable-chunk-2MiB   ... with one physical allocation per 2 MiB page (before
-//   chunks) cudaMallocAsync          the device's default pool, release threshold at the maximum
+//   memscope-expandable-page-16MiB, -32MiB   ... with that large-pool page (a mapping each)
+//   cudaMallocAsync          the device's default pool, release threshold at the maximum
 //   cudaMalloc               cudaMalloc / cudaFree (no cache; pairs and the first trace only)
 //   <plug-in>                an allocator behind bench/gpu_peer.h, loaded with --peer NAME=PATH
 //                            (PyTorch's caching allocator: bench/gpu_peer_torch.cpp)
@@ -280,8 +280,11 @@ void replay_row(Peer& peer, const Trace& trace) {
 
 struct Options {
   std::vector<std::filesystem::path> traces;
-  std::vector<std::string> allocators{"memscope", "memscope-expandable",
-                                      "memscope-expandable-chunk-2MiB", "cudaMallocAsync",
+  std::vector<std::string> allocators{"memscope",
+                                      "memscope-expandable",
+                                      "memscope-expandable-page-16MiB",
+                                      "memscope-expandable-page-32MiB",
+                                      "cudaMallocAsync",
                                       "cudaMalloc"};
   std::vector<std::pair<std::string, std::string>> plugins;  // name, path
   long pairs = 200000;
@@ -392,14 +395,12 @@ std::unique_ptr<Peer> make_peer(const std::string& name, const Options& o) {
   if (name == "memscope-expandable") {
     return std::make_unique<MemscopePeer>(name, "expandable_segments:true");
   }
-  // memscope-expandable-chunk-<size>: CudaBackend's physical allocations of <size> (its
-  // MEMSCOPE_CUDA_CHUNK, read when the backend is made); "2MiB" is one per page, as before chunks.
-  if (constexpr std::string_view prefix = "memscope-expandable-chunk-"; name.starts_with(prefix)) {
-    ::setenv("MEMSCOPE_CUDA_CHUNK", name.substr(prefix.size()).c_str(),
-             1);  // NOLINT(concurrency-mt-unsafe)
-    auto peer = std::make_unique<MemscopePeer>(name, "expandable_segments:true");
-    ::unsetenv("MEMSCOPE_CUDA_CHUNK");  // NOLINT(concurrency-mt-unsafe)
-    return peer;
+  // memscope-expandable-page-<size>: the large pool's page (expandable_segments_page_size):
+  // one physical allocation and mapping per page, so the page sets the driver calls.
+  if (constexpr std::string_view prefix = "memscope-expandable-page-"; name.starts_with(prefix)) {
+    return std::make_unique<MemscopePeer>(
+        name,
+        "expandable_segments:true,expandable_segments_page_size:" + name.substr(prefix.size()));
   }
   if (name == "cudaMallocAsync") return std::make_unique<MallocAsyncPeer>();
   if (name == "cudaMalloc") return std::make_unique<MallocPeer>();

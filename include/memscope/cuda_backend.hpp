@@ -81,18 +81,6 @@ class CudaBackend final : public Backend {
   // Why page_granularity() is 0 (the driver or device cannot map pages); empty when it maps.
   [[nodiscard]] const std::string& page_mapping_note() const noexcept;
 
-  // map_pages() backs up to this many bytes of one call with one physical allocation
-  // (cuMemCreate), whose pages are still mapped, moved and unmapped one by one; its memory goes
-  // back to the driver with its last page. Creating an allocation costs about the same for
-  // 2 MiB as for 32 MiB, so this is what makes growing an expandable segment cheap. The
-  // environment variable MEMSCOPE_CUDA_CHUNK (a size, e.g. "2MiB") sets another value when the
-  // backend is made; it is rounded down to the page granularity.
-  static constexpr std::size_t kDefaultChunkBytes = std::size_t{32} << 20;
-  // Device memory held for mapped pages: the chunks that still have a mapped page. At least the
-  // mapped bytes; more by the unmapped pages of chunks that keep another page mapped (at most
-  // MEMSCOPE_CUDA_CHUNK - page per chunk). Thread-safe.
-  [[nodiscard]] std::size_t physical_page_bytes() const;
-
   [[nodiscard]] EventId create_event() override;
   void destroy_event(EventId event) noexcept override;
   void record_event(EventId event, StreamId stream) override;

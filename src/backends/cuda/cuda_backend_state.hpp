@@ -29,26 +29,13 @@ struct CudaBackend::State {
   // cannot map pages; both are set once, in the constructor.
   std::size_t granularity = 0;
   std::string page_mapping_note;
-  // One physical allocation (cuMemCreate) backs up to `chunk_bytes` of one map_pages call, its
-  // pages mapped one by one (cuMemMap at an offset into it), so pages still unmap and move one
-  // by one. Creating allocations is what makes mapping slow: about the same time for 2 MiB as
-  // for 20 MiB (docs/gpu.md, "Where mapping time goes"). The memory goes back to the driver
-  // when the chunk's last page is unmapped.
-  struct PhysicalChunk {
-    cu::CUmemGenericAllocationHandle handle = 0;
-    std::size_t bytes = 0;
-    std::size_t mapped_pages = 0;  // mappings of it that remain; released at 0
-  };
   struct MappedPage {
-    std::shared_ptr<PhysicalChunk> chunk;
-    std::size_t offset = 0;  // into the chunk
+    cu::CUmemGenericAllocationHandle handle = 0;  // one physical allocation per page
     std::size_t bytes = 0;
   };
-  std::size_t chunk_bytes = 0;  // MEMSCOPE_CUDA_CHUNK, else kDefaultChunkBytes; set once
   mutable std::mutex pages_mutex;
   std::map<std::uintptr_t, MappedPage> pages;    // by mapped address
   std::map<std::uintptr_t, std::size_t> ranges;  // reserved ranges: base -> bytes
-  std::size_t physical_bytes = 0;                // in chunks that still have a mapped page
 };
 
 namespace detail {

@@ -1,16 +1,12 @@
 // CudaBackend's page mapping (backend.hpp) through the driver's virtual memory management:
-// cuMemAddressReserve holds an address range; cuMemCreate makes a physical allocation (a chunk)
-// for up to MEMSCOPE_CUDA_CHUNK bytes of a map_pages call, whose pages are mapped one by one
-// (cuMemMap at an offset into the chunk) so that they unmap one by one; cuMemSetAccess covers the
-// call's span at once; cuMemUnmap takes a page out, and cuMemRelease gives a chunk back with its
-// last page. A move maps the same chunk's memory at the new address: no new memory, no copy.
+// cuMemAddressReserve holds an address range, cuMemCreate makes one physical allocation per
+// page (so pages unmap one by one), cuMemMap/cuMemSetAccess put it into the range, and
+// cuMemUnmap/cuMemRelease give it back. A move maps the same physical handle at the new
+// address: no new memory, no copy.
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <iterator>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,7 +14,6 @@
 #include "backends/cuda/scoped_context.hpp"
 #include "backends/page_args.hpp"
 #include "memscope/errors.hpp"
-#include "memscope/units.hpp"
 
 namespace memscope {
 
@@ -66,27 +61,16 @@ const char* missing_function(const CudaDriver& d) noexcept {
   return nullptr;
 }
 
-// Takes `pages` mappings off `chunk`; when none remain, gives its memory back to the driver.
-void release_if_unmapped(CudaBackend::State& state, CudaBackend::State::PhysicalChunk& chunk,
-                         std::size_t pages) noexcept {
-  chunk.mapped_pages -= pages;
-  if (chunk.mapped_pages != 0 || chunk.handle == 0) return;
-  const cu::CUresult released = state.driver->cuMemRelease(chunk.handle);
-  if (released != cu::CUDA_SUCCESS) {
-    detail::report_release_failure(*state.driver, released, "cuMemRelease");
-  }
-  chunk.handle = 0;
-  state.physical_bytes -= chunk.bytes;
-}
-
-// Unmaps one page; releases its chunk's physical allocation with the chunk's last page. Under
-// pages_mutex; never throws.
-void drop_page(CudaBackend::State& state, std::uintptr_t address,
+// Unmaps and releases one page; never throws.
+void drop_page(const CudaDriver& driver, std::uintptr_t address,
                const CudaBackend::State::MappedPage& page) noexcept {
-  const CudaDriver& driver = *state.driver;
   const cu::CUresult unmapped = driver.cuMemUnmap(address, page.bytes);
   if (unmapped != cu::CUDA_SUCCESS) detail::report_release_failure(driver, unmapped, "cuMemUnmap");
-  release_if_unmapped(state, *page.chunk, 1);
+  // Releasing the handle frees the memory once no mapping uses it.
+  const cu::CUresult released = driver.cuMemRelease(page.handle);
+  if (released != cu::CUDA_SUCCESS) {
+    detail::report_release_failure(driver, released, "cuMemRelease");
+  }
 }
 
 // True when a page is recorded anywhere in [begin, end). Under pages_mutex.
@@ -95,16 +79,6 @@ bool any_page_in(const CudaBackend::State& state, std::uintptr_t begin, std::uin
   if (next != state.pages.end() && next->first < end) return true;
   return next != state.pages.begin() &&
          std::prev(next)->first + std::prev(next)->second.bytes > begin;
-}
-
-// MEMSCOPE_CUDA_CHUNK ("32MiB"): the most one physical allocation backs; a multiple of the
-// granularity, rounded down to one (at least one granule). Unset: kDefaultChunkBytes.
-std::size_t chunk_bytes_from_env(std::size_t granularity) {
-  const char* text = std::getenv("MEMSCOPE_CUDA_CHUNK");  // NOLINT(concurrency-mt-unsafe)
-  const std::size_t wanted = text != nullptr && *text != '\0'
-                                 ? parse_size(text, "MEMSCOPE_CUDA_CHUNK")
-                                 : CudaBackend::kDefaultChunkBytes;
-  return std::max(granularity, wanted / granularity * granularity);
 }
 
 }  // namespace
@@ -147,7 +121,6 @@ void probe_page_mapping(CudaBackend::State& state) {
     return;
   }
   state.granularity = granularity;
-  state.chunk_bytes = chunk_bytes_from_env(granularity);
 }
 
 void release_all_pages(CudaBackend::State& state) noexcept {
@@ -156,7 +129,7 @@ void release_all_pages(CudaBackend::State& state) noexcept {
   detail::ScopedContext scope(driver, state.context, std::nothrow);
   if (!scope.ok()) return;  // the process is going away with its device memory anyway
   const std::lock_guard lock(state.pages_mutex);
-  for (const auto& [address, page] : state.pages) drop_page(state, address, page);
+  for (const auto& [address, page] : state.pages) drop_page(driver, address, page);
   state.pages.clear();
   for (const auto& [base, bytes] : state.ranges) (void)driver.cuMemAddressFree(base, bytes);
   state.ranges.clear();
@@ -196,7 +169,7 @@ void CudaBackend::release_address_range(void* base, std::size_t bytes) noexcept 
   // Pages the caller left mapped go with the range (cuMemAddressFree refuses a mapped range).
   for (auto page = state_->pages.lower_bound(begin);
        page != state_->pages.end() && page->first < begin + bytes;) {
-    drop_page(*state_, page->first, page->second);
+    drop_page(driver, page->first, page->second);
     page = state_->pages.erase(page);
   }
   state_->ranges.erase(begin);
@@ -210,10 +183,9 @@ bool CudaBackend::map_pages(void* address, std::size_t bytes, std::size_t page) 
   if (state_->granularity == 0) return Backend::map_pages(address, bytes, page);  // refuses
   const std::string label = name();
   detail::check_page_args(label, "map_pages", address, bytes, page, state_->granularity);
-  // No cuMemGetInfo first: it costs a round trip to the driver on every growth, and growth is
-  // the expandable path's hot spot (docs/gpu.md, "Where mapping time goes"). More than the whole
-  // device is refused at once; anything else the driver refuses, and the pages made so far are
-  // undone.
+  // No cuMemGetInfo first (7 us on an H200, docs/gpu.md "Where mapping time goes", on every
+  // growth). More than the whole device is refused at once; anything else the driver refuses,
+  // and the pages made so far are undone.
   if (bytes > state_->capacity) return false;
   const CudaDriver& driver = *state_->driver;
   detail::ScopedContext scope(driver, state_->context);
@@ -226,48 +198,31 @@ bool CudaBackend::map_pages(void* address, std::size_t bytes, std::size_t page) 
   const cu::CUmemAllocationProp prop = device_memory(state_->device);
   std::vector<std::pair<std::uintptr_t, State::MappedPage>> done;
   done.reserve(bytes / page);
-  // Undoes this call's pages (and so its chunks); the result tells out of memory (false) from
-  // other failures.
+  // Undoes this call's pages; the result tells out of memory (false) from other failures.
   auto fail = [&](cu::CUresult result, const char* call) {
-    for (const auto& [at, mapped] : done) drop_page(*state_, at, mapped);
+    for (const auto& [at, mapped] : done) drop_page(driver, at, mapped);
     if (result == cu::CUDA_ERROR_OUT_OF_MEMORY) return false;
     check_cuda(driver, result,
                detail::describe_page_call(label, "map_pages", address, bytes, page) + ": " + call);
     return false;  // not reached: check_cuda threw
   };
-  const std::size_t most = std::max(page, state_->chunk_bytes / page * page);
-  for (std::size_t offset = 0; offset < bytes;) {
-    auto chunk = std::make_shared<State::PhysicalChunk>();
-    chunk->bytes = std::min(most, bytes - offset);
-    const cu::CUresult created = driver.cuMemCreate(&chunk->handle, chunk->bytes, &prop, 0);
-    if (created != cu::CUDA_SUCCESS) return fail(created, "cuMemCreate");
-    state_->physical_bytes += chunk->bytes;
-    // Counted as mapped until its pages are: a failure below releases it with its last page,
-    // or here when none was mapped.
-    chunk->mapped_pages = 1;
-    for (std::size_t in = 0; in < chunk->bytes; in += page) {
-      const cu::CUresult result = driver.cuMemMap(begin + offset + in, page, in, chunk->handle, 0);
-      if (result != cu::CUDA_SUCCESS) {
-        release_if_unmapped(*state_, *chunk, 1);
-        return fail(result, "cuMemMap");
-      }
-      ++chunk->mapped_pages;
-      done.emplace_back(begin + offset + in, State::MappedPage{chunk, in, page});
+  for (std::size_t offset = 0; offset < bytes; offset += page) {
+    State::MappedPage mapped{.handle = 0, .bytes = page};
+    cu::CUresult result = driver.cuMemCreate(&mapped.handle, page, &prop, 0);
+    if (result != cu::CUDA_SUCCESS) return fail(result, "cuMemCreate");
+    result = driver.cuMemMap(begin + offset, page, 0, mapped.handle, 0);
+    if (result != cu::CUDA_SUCCESS) {
+      (void)driver.cuMemRelease(mapped.handle);
+      return fail(result, "cuMemMap");
     }
-    release_if_unmapped(*state_, *chunk, 1);  // its pages hold it now
-    offset += chunk->bytes;
+    done.emplace_back(begin + offset, mapped);
   }
   // One access call for the whole span: it may cover several mappings.
   const cu::CUmemAccessDesc access = read_write(state_->device);
   const cu::CUresult result = driver.cuMemSetAccess(begin, bytes, &access, 1);
   if (result != cu::CUDA_SUCCESS) return fail(result, "cuMemSetAccess");
-  for (auto& [at, mapped] : done) state_->pages.emplace(at, std::move(mapped));
+  for (const auto& [at, mapped] : done) state_->pages.emplace(at, mapped);
   return true;
-}
-
-std::size_t CudaBackend::physical_page_bytes() const {
-  const std::lock_guard lock(state_->pages_mutex);
-  return state_->physical_bytes;
 }
 
 void CudaBackend::unmap_pages(void* address, std::size_t bytes, std::size_t /*page*/,
@@ -290,7 +245,7 @@ void CudaBackend::unmap_pages(void* address, std::size_t bytes, std::size_t /*pa
   for (auto page = state_->pages.lower_bound(begin);
        page != state_->pages.end() && page->first < end;) {
     if (page->first + page->second.bytes > end) break;  // only whole pages, as mapped
-    drop_page(*state_, page->first, page->second);
+    drop_page(driver, page->first, page->second);
     page = state_->pages.erase(page);
   }
 }
@@ -337,11 +292,9 @@ bool CudaBackend::move_pages(void* from, void* to, std::size_t bytes, std::size_
         detail::describe_page_call(label, "move_pages", from, bytes, page) + ": ";
     check_cuda(driver, driver.cuMemUnmap(it->first, mapped.bytes), what + "cuMemUnmap");
     state_->pages.erase(it);
-    // The same chunk, at the same offset: the same memory, no copy.
-    const cu::CUresult result =
-        driver.cuMemMap(at, mapped.bytes, mapped.offset, mapped.chunk->handle, 0);
+    const cu::CUresult result = driver.cuMemMap(at, mapped.bytes, 0, mapped.handle, 0);
     if (result != cu::CUDA_SUCCESS) {
-      release_if_unmapped(*state_, *mapped.chunk, 1);  // this page's memory is lost either way
+      (void)driver.cuMemRelease(mapped.handle);  // its memory is lost to the caller either way
       check_cuda(driver, result, what + "cuMemMap (this page's memory was freed)");
     }
     state_->pages.emplace(at, mapped);

@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -145,46 +144,6 @@ TEST(CudaPagesGpu, RepeatedCyclesLeaveNothingBehind) {
   EXPECT_NEAR(free_after_fifty, free_at_start, kFreeTolerance);
   backend.release_address_range(r, 1024 * MiB);
   EXPECT_NEAR(static_cast<double>(backend.free_bytes()), free_at_start, kFreeTolerance);
-}
-
-// One physical allocation (chunk) backs up to kDefaultChunkBytes of a map_pages call; its pages
-// still unmap and move one by one, and its memory goes back with its last page.
-TEST(CudaPagesGpu, AChunkGoesBackWithItsLastPage) {
-  MEMSCOPE_REQUIRE_GPU();
-  if (std::getenv("MEMSCOPE_CUDA_CHUNK") != nullptr) {  // NOLINT(concurrency-mt-unsafe)
-    GTEST_SKIP() << "MEMSCOPE_CUDA_CHUNK is set: this test checks the default chunk";
-  }
-  CudaBackend backend(0);
-  MEMSCOPE_REQUIRE_PAGE_MAPPING(backend);
-  memscope::testing::GpuWork work(backend);
-  const std::size_t page = 2 * MiB;
-  const std::size_t chunk = CudaBackend::kDefaultChunkBytes;
-  void* r = backend.reserve_address_range(1024 * MiB);
-  ASSERT_NE(r, nullptr);
-  warm_up(backend, work, r, page);
-  const auto free_at_start = static_cast<double>(backend.free_bytes());
-  ASSERT_TRUE(backend.map_pages(r, 2 * chunk, page));
-  EXPECT_EQ(backend.physical_page_bytes(), 2 * chunk);
-  work.fill(r, 0x3c, 2 * chunk, kDefaultStream);
-  // All but the last page of the first chunk: the chunk stays, its memory with it.
-  backend.unmap_pages(r, chunk - page, page, kDefaultStream);
-  EXPECT_EQ(backend.physical_page_bytes(), 2 * chunk);
-  EXPECT_NEAR(static_cast<double>(backend.free_bytes()), free_at_start - 2.0 * chunk,
-              kFreeTolerance);
-  // Its last page: the chunk goes back to the driver.
-  backend.unmap_pages(at(r, chunk - page), page, page, kDefaultStream);
-  EXPECT_EQ(backend.physical_page_bytes(), chunk);
-  EXPECT_NEAR(static_cast<double>(backend.free_bytes()), free_at_start - 1.0 * chunk,
-              kFreeTolerance);
-  // A moved page keeps its chunk (and its bytes); the chunk goes when the moved page does.
-  ASSERT_TRUE(backend.move_pages(at(r, chunk), at(r, 512 * MiB), page, page, kDefaultStream));
-  EXPECT_TRUE(all_equal(work.read(at(r, 512 * MiB), 4096), 0x3c));
-  backend.unmap_pages(at(r, chunk + page), chunk - page, page, kDefaultStream);
-  EXPECT_EQ(backend.physical_page_bytes(), chunk);
-  backend.unmap_pages(at(r, 512 * MiB), page, page, kDefaultStream);
-  EXPECT_EQ(backend.physical_page_bytes(), 0U);
-  EXPECT_NEAR(static_cast<double>(backend.free_bytes()), free_at_start, kFreeTolerance);
-  backend.release_address_range(r, 1024 * MiB);
 }
 
 TEST(CudaPagesGpu, UnmapWaitsForTheStreamsQueuedWork) {

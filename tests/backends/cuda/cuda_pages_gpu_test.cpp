@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,15 +80,32 @@ void map_unmap_move_cycle(CudaBackend& backend, memscope::testing::GpuWork& work
   backend.unmap_pages(at(r, 512 * MiB), 64 * MiB, page, kDefaultStream);
 }
 
-TEST(CudaPagesGpu, FreeMemoryFollowsMapUnmapAndMove) {
-  MEMSCOPE_REQUIRE_GPU();
-  CudaBackend backend(0);
-  MEMSCOPE_REQUIRE_PAGE_MAPPING(backend);
-  memscope::testing::GpuWork work(backend);
-  const std::size_t page = 2 * MiB;
-  void* r = backend.reserve_address_range(1024 * MiB);
-  ASSERT_NE(r, nullptr);
-  warm_up(backend, work, r, page);
+// A 1 GiB range on device 0, the driver's first-use setup done (warm_up); released after.
+class CudaPagesGpuRange : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MEMSCOPE_REQUIRE_GPU();
+    backend_.emplace(0);
+    MEMSCOPE_REQUIRE_PAGE_MAPPING(*backend_);
+    work_.emplace(*backend_);
+    range_ = backend_->reserve_address_range(1024 * MiB);
+    ASSERT_NE(range_, nullptr);
+    warm_up(*backend_, *work_, range_, page);
+  }
+  void TearDown() override {
+    if (range_ != nullptr) backend_->release_address_range(range_, 1024 * MiB);
+  }
+
+  static constexpr std::size_t page = 2 * MiB;
+  std::optional<CudaBackend> backend_;
+  std::optional<memscope::testing::GpuWork> work_;
+  void* range_ = nullptr;
+};
+
+TEST_F(CudaPagesGpuRange, FreeMemoryFollowsMapUnmapAndMove) {
+  CudaBackend& backend = *backend_;
+  memscope::testing::GpuWork& work = *work_;
+  void* r = range_;
 
   const auto free_at_start = static_cast<double>(backend.free_bytes());
   ASSERT_TRUE(backend.map_pages(r, 256 * MiB, page));
@@ -117,21 +135,15 @@ TEST(CudaPagesGpu, FreeMemoryFollowsMapUnmapAndMove) {
   backend.unmap_pages(r, 128 * MiB, page, kDefaultStream);
   backend.unmap_pages(at(r, 512 * MiB), 64 * MiB, page, kDefaultStream);
   EXPECT_NEAR(static_cast<double>(backend.free_bytes()), free_at_start, kFreeTolerance);
-  backend.release_address_range(r, 1024 * MiB);
 }
 
 // A leak grows with every cycle; driver bookkeeping (page tables of the reserved range, what a
 // context keeps) does not. Fifty cycles map and free 12.5 GiB: a leaked page per cycle would
 // show as 100 MiB.
-TEST(CudaPagesGpu, RepeatedCyclesLeaveNothingBehind) {
-  MEMSCOPE_REQUIRE_GPU();
-  CudaBackend backend(0);
-  MEMSCOPE_REQUIRE_PAGE_MAPPING(backend);
-  memscope::testing::GpuWork work(backend);
-  const std::size_t page = 2 * MiB;
-  void* r = backend.reserve_address_range(1024 * MiB);
-  ASSERT_NE(r, nullptr);
-  warm_up(backend, work, r, page);
+TEST_F(CudaPagesGpuRange, RepeatedCyclesLeaveNothingBehind) {
+  CudaBackend& backend = *backend_;
+  memscope::testing::GpuWork& work = *work_;
+  void* r = range_;
   const auto free_at_start = static_cast<double>(backend.free_bytes());
   map_unmap_move_cycle(backend, work, r, page);
   const auto free_after_one = static_cast<double>(backend.free_bytes());
@@ -142,8 +154,6 @@ TEST(CudaPagesGpu, RepeatedCyclesLeaveNothingBehind) {
   EXPECT_NEAR(free_after_fifty, free_after_one, static_cast<double>(page))
       << "free memory kept falling cycle after cycle: pages or handles leak";
   EXPECT_NEAR(free_after_fifty, free_at_start, kFreeTolerance);
-  backend.release_address_range(r, 1024 * MiB);
-  EXPECT_NEAR(static_cast<double>(backend.free_bytes()), free_at_start, kFreeTolerance);
 }
 
 TEST(CudaPagesGpu, UnmapWaitsForTheStreamsQueuedWork) {

@@ -14,13 +14,21 @@ build: bootstrap
 	@cmake --preset default >/dev/null
 	@cmake --build --preset default -j $(JOBS)
 
-# The library's tour, then the memscope command: "would it fit" on the repository's real trace,
+# The library's tour, then the memscope command: "would it fit" on the trace the tour recorded
+# of itself (build/demo/demo_trace.pickle), and on a real PyTorch trace when the corpus of real
+# traces is there (MEMSCOPE_TRACES, else ../shared/traces beside the checkout: never committed),
 # and the Python demo watched by `memscope run` (its stages come from memscope.Tracker's marks).
-REAL_TRACE := tests/data/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle
+TRACES_DIR = $(or $(MEMSCOPE_TRACES),$(abspath $(CURDIR)/../shared/traces))
+REAL_TRACE = $(TRACES_DIR)/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle
+REPLAY_ARGS := --config "" --config expandable_segments:true --fit
 demo: build
 	@./build/examples/memscope_demo build/demo
-	@printf '\n== memscope replay %s --config "" --config expandable_segments:true --fit --html build/demo/replay.html\n' "$(REAL_TRACE)"
-	@./build/tools/memscope/memscope replay $(REAL_TRACE) --config "" --config expandable_segments:true --fit --html build/demo/replay.html
+	@printf '\n== memscope replay build/demo/demo_trace.pickle %s --html build/demo/replay.html\n' '$(REPLAY_ARGS)'
+	@./build/tools/memscope/memscope replay build/demo/demo_trace.pickle $(REPLAY_ARGS) --html build/demo/replay.html
+	@if [ -f "$(REAL_TRACE)" ]; then \
+	  printf '\n== memscope replay %s %s --html build/demo/replay-real.html\n' "$(REAL_TRACE)" '$(REPLAY_ARGS)'; \
+	  ./build/tools/memscope/memscope replay "$(REAL_TRACE)" $(REPLAY_ARGS) --html build/demo/replay-real.html; \
+	else printf '\n(no real trace at %s: set MEMSCOPE_TRACES to the corpus to replay one too)\n' "$(REAL_TRACE)"; fi
 	@printf '\n== memscope run --html build/demo/run.html -- python3 examples/python/demo.py\n'
 	@PYTHONPATH=build/python ./build/tools/memscope/memscope run --html build/demo/run.html \
 	  --json build/demo/run.json -- python3 examples/python/demo.py build/demo/python
@@ -59,6 +67,9 @@ bench: build
 	@./build/bench/memscope_write_speed --seconds 1
 	@./build/bench/memscope_read_speed --seconds 1
 	@./build/bench/memscope_replay_speed --repeat 3
+	@# Fragmentation on the corpus of real traces (MEMSCOPE_TRACES), 10 iterations each, default
+	@# and expandable beside PyTorch's rules: the table in docs/benchmarks.md.
+	@./build/bench/memscope_corpus_bench --iterations 10 --doc docs/benchmarks.md
 
 # Every libFuzzer target for FUZZ_SECONDS each (new inputs it finds go to build-fuzz/corpus-*).
 FUZZ_TARGETS := config size pickle rmm_log snapshot_json

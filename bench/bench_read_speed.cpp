@@ -23,6 +23,7 @@
 #include "memscope/pickle.hpp"
 #include "memscope/trace.hpp"
 #include "run_command.hpp"
+#include "trace_corpus.hpp"
 
 namespace {
 
@@ -55,7 +56,8 @@ std::string python_figure(const std::string& python, const std::string& path, do
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path = MEMSCOPE_REAL_TRACE;
+  const auto small = memscope::corpus::find_trace(memscope::corpus::kSmallTrainStep);
+  std::string path = small ? small->string() : std::string();
   std::string python = "python3";
   double seconds = 2.0;
   int reads = 0;  // --reads: a fixed number of reads with the reader named by --only
@@ -73,6 +75,11 @@ int main(int argc, char** argv) {
     } else {
       path = arg;
     }
+  }
+  if (path.empty()) {
+    fmt::print("skipped: {}\n",
+               memscope::corpus::missing_reason(memscope::corpus::kSmallTrainStep));
+    return 0;
   }
   try {
     std::ifstream in(path, std::ios::binary);

@@ -27,6 +27,7 @@
 
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
+#include "trace_corpus.hpp"
 
 namespace {
 
@@ -174,8 +175,14 @@ int main(int argc, char** argv) {
   }
   const std::string peer = std::string(MEMSCOPE_BENCH_DIR) + "/replay_speed_peer.py";
   try {
-    // The real trace.
-    const std::string path = MEMSCOPE_REAL_TRACE;
+    // The real trace (the corpus's small train step).
+    const auto found = memscope::corpus::find_trace(memscope::corpus::kSmallTrainStep);
+    if (!found) {
+      fmt::print("skipped: {}\n",
+                 memscope::corpus::missing_reason(memscope::corpus::kSmallTrainStep));
+      return 0;
+    }
+    const std::string path = found->string();
     memscope::TorchSnapshot real;
     const double read_s = median_seconds(repeat, [&] { real = memscope::read_trace_file(path); });
     const std::size_t real_events = real.device_traces.at(0).size();

@@ -1,6 +1,6 @@
 // memscope_replay_bench: fragmentation and speed of memscope's allocator on a real PyTorch trace.
 //
-// Replays the repository's real snapshot (tests/data/README.md) through memscope with several
+// Replays the corpus's small train step (its README) through memscope with several
 // settings, through a model of PyTorch's own default placement (bench/torch_rules.hpp) with
 // both tie rules, so the one rule where memscope differs (equal sizes: most recently cached first,
 // not lowest address) is measured in the same run, and through a model of PyTorch's
@@ -27,6 +27,7 @@
 #include "memscope/trace.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
+#include "trace_corpus.hpp"
 
 namespace {
 
@@ -272,7 +273,8 @@ void print_table(const std::vector<Row>& rows) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path = MEMSCOPE_REAL_TRACE;
+  const auto small = memscope::corpus::find_trace(memscope::corpus::kSmallTrainStep);
+  std::string path = small ? small->string() : std::string();
   int repeat = 51;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -284,6 +286,11 @@ int main(int argc, char** argv) {
     } else {
       path = arg;
     }
+  }
+  if (path.empty()) {
+    fmt::print("skipped: {}\n",
+               memscope::corpus::missing_reason(memscope::corpus::kSmallTrainStep));
+    return 0;
   }
   try {
     const auto start = std::chrono::steady_clock::now();

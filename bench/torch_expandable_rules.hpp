@@ -91,6 +91,14 @@ class TorchExpandableReplayer {
   }
   [[nodiscard]] const TorchExpandableResult& result() const noexcept { return result_; }
   [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated_; }  // now
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept { return reserved_; }    // now
+  // Frees what a run left live, lowest recorded address first, so the plan can run again on
+  // the cache it left (the next iteration of a training loop).
+  void release_all() {
+    std::map<std::uint64_t, Block*> in_order(live_.begin(), live_.end());
+    for (const auto& [addr, block] : in_order) release(block);
+    live_.clear();
+  }
 
   // The model's own bookkeeping, checked from scratch (tests): each segment's blocks tile its
   // mapped part exactly, which is whole pages; no two free blocks are neighbours; the free sets

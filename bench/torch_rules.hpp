@@ -47,21 +47,28 @@ class TorchRulesReplayer {
   explicit TorchRulesReplayer(TieBreak tie) : tie_(tie) {}
 
   [[nodiscard]] TorchRulesResult run(const ReplayPlan& plan) {
-    std::unordered_map<std::uint64_t, Block*> live;  // recorded address -> block
-    result_.reserved_series.reserve(plan.ops.size());
+    result_.reserved_series.reserve(result_.reserved_series.size() + plan.ops.size());
     for (const ReplayOp& op : plan.ops) {
       if (op.is_free) {
-        const auto it = live.find(op.addr);
-        if (it == live.end()) throw std::logic_error("torch rules: free of a block not live");
+        const auto it = live_.find(op.addr);
+        if (it == live_.end()) throw std::logic_error("torch rules: free of a block not live");
         release(it->second);
-        live.erase(it);
+        live_.erase(it);
       } else {
-        live[op.addr] = allocate(op.size, op.stream);
+        live_[op.addr] = allocate(op.size, op.stream);
       }
       result_.reserved_series.push_back(reserved_);
     }
     return result_;
   }
+  // Frees what a run left live (a step's end), lowest recorded address first, so the plan can be
+  // run again on the cache it left: the next iteration of a training loop.
+  void release_all() {
+    std::map<std::uint64_t, Block*> in_order(live_.begin(), live_.end());
+    for (const auto& [addr, block] : in_order) release(block);
+    live_.clear();
+  }
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept { return reserved_; }
 
  private:
   struct Block {
@@ -169,6 +176,7 @@ class TorchRulesReplayer {
   }
 
   TieBreak tie_;
+  std::unordered_map<std::uint64_t, Block*> live_;  // recorded address -> block
   Pool small_;
   Pool large_;
   std::deque<Block> storage_;  // stable addresses; merged-away blocks are simply not referenced

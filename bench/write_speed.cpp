@@ -3,7 +3,7 @@
 //
 //   memscope_write_speed [--events N] [--seconds S] [--python PYTHON]
 //
-// Two snapshots: the real PyTorch trace in tests/data (read by memscope), and a synthetic one of
+// Two snapshots: the real PyTorch trace in the corpus (read by memscope), and a synthetic one of
 // N events (default 1,000,000; 2,000 distinct stacks of 4 to 12 frames, 5 tags). Each figure is
 // the median time of one whole write over repeated writes for about S seconds (default 2).
 // Python's figures come from bench/write_speed_peer.py on the pickle memscope wrote (skipped
@@ -21,6 +21,7 @@
 
 #include "memscope/trace.hpp"
 #include "run_command.hpp"
+#include "trace_corpus.hpp"
 
 namespace {
 
@@ -139,8 +140,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  measure("real trace (tests/data)", memscope::read_torch_snapshot_file(MEMSCOPE_REAL_TRACE),
-          seconds, python);
+  if (const auto real = memscope::corpus::find_trace(memscope::corpus::kSmallTrainStep)) {
+    measure("real trace (the corpus's small train step)", memscope::read_torch_snapshot_file(*real),
+            seconds, python);
+  } else {
+    fmt::print("real trace skipped: {}\n",
+               memscope::corpus::missing_reason(memscope::corpus::kSmallTrainStep));
+  }
   measure("synthetic", synthetic(events), seconds, python);
   return 0;
 }

@@ -11,17 +11,20 @@
 // reserved memory is resident memory, so the process RSS shows what the allocator holds). On
 // CUDA the tables also show the process's GPU memory as NVML (nvidia-smi) sees it.
 //
-// Phase 4 replays a real PyTorch memory snapshot (the repository's tests/data, recorded on a
-// GPU) on a simulated device, to show what the allocator's rules cost on a real workload:
-// peak reserved over peak live, next to what PyTorch itself held at the dump.
+// Phase 2 is recorded by the allocator itself (start_recording) and written as a PyTorch
+// memory snapshot, demo_trace.pickle in the output folder; phase 4 replays it on a simulated
+// device, to show what the allocator's rules cost on that workload: peak reserved over peak
+// live, next to what the allocator held when recording stopped. Given a snapshot (a real one
+// recorded by PyTorch on a GPU, say), phase 4 replays that instead.
 //
-// Usage: memscope_demo [output folder for the metrics JSON, default memscope-demo-results]
-//                      [snapshot.pickle, default the repository's real trace]
+// Usage: memscope_demo [output folder for the metrics JSON and the trace, default
+//                       memscope-demo-results] [snapshot.pickle, default the demo's own trace]
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <initializer_list>
 #include <memory>
 #include <string>
@@ -195,9 +198,9 @@ void print_loop_results(const std::vector<LoopResult>& results) {
       "in a loop.\n");
 }
 
-// Phase 4: the real trace, replayed through memscope's default rules on a simulated device.
-void replay_real_trace(const std::string& snapshot_path) {
-  fmt::print("\nPhase 4: a real PyTorch trace replayed on a simulated device\n");
+// Phase 4: a trace, replayed through memscope's default rules on a simulated device.
+void replay_trace(const std::string& snapshot_path) {
+  fmt::print("\nPhase 4: a trace replayed on a simulated device\n");
   const memscope::TorchSnapshot snapshot = memscope::read_torch_snapshot_file(snapshot_path);
   const memscope::ReplayPlan plan = memscope::build_replay_plan(snapshot);
   const memscope::ReplayResult r = memscope::replay(plan);
@@ -209,8 +212,9 @@ void replay_real_trace(const std::string& snapshot_path) {
   fmt::print("{:<36}{:>15}{:>22}\n", "", "reserved", "reserved / live");
   fmt::print("{:<36}{:>15}{:>22.4f}\n", "memscope default rules, at the peak",
              bytes(r.peak_reserved), r.reserved_over_peak_live);
-  // PyTorch never releases a segment on this trace, so what it held at the dump is its peak.
-  fmt::print("{:<36}{:>15}{:>22.4f}\n", "PyTorch, held at the snapshot",
+  // What the recording allocator held when the snapshot was taken (PyTorch's real traces never
+  // release a segment while recording, so for them it is their peak).
+  fmt::print("{:<36}{:>15}{:>22.4f}\n", "recorder, held at the snapshot",
              bytes(plan.reserved_at_dump), ratio(plan.reserved_at_dump, plan.peak_live));
   fmt::print(
       "\nThe gap between reserved and live is fragmentation: cached pieces of segments too\n"
@@ -230,7 +234,7 @@ std::vector<std::shared_ptr<memscope::MemorySource>> tracker_sources(
   return sources;
 }
 
-int run(const std::string& output_dir, const std::string& snapshot_path) {
+int run(const std::string& output_dir, const std::string& given_snapshot) {
   const std::shared_ptr<Backend> backend = choose_backend();
   CachingAllocator allocator(backend, memscope::AllocatorConfig::from_env());
   const DeviceView device(*backend);
@@ -244,9 +248,13 @@ int run(const std::string& output_dir, const std::string& snapshot_path) {
     show_empty_cache_scenario(allocator, *host, device);
   }
   std::vector<LoopResult> results;
+  memscope::TorchSnapshot own;  // phase 2 as the allocator recorded it, replayed in phase 4
   {
     auto train = tracker.stage("train");
+    allocator.start_recording();
     results.push_back(run_loop(allocator, *host, tracker, /*empty_each_step=*/false));
+    allocator.stop_recording();
+    own = allocator.recorded_snapshot();  // with the segments cached at the end of phase 2
   }
   {
     auto test = tracker.stage("test");
@@ -270,7 +278,10 @@ int run(const std::string& output_dir, const std::string& snapshot_path) {
       "\nwrote {0}/train_results.json, eval_results.json, test_results.json and "
       "all_results.json\n",
       output_dir);
-  replay_real_trace(snapshot_path);
+  const std::string own_trace = (std::filesystem::path(output_dir) / "demo_trace.pickle").string();
+  memscope::write_torch_snapshot(own, own_trace);
+  fmt::print("wrote {} (phase 2, recorded by the allocator)\n", own_trace);
+  replay_trace(given_snapshot.empty() ? own_trace : given_snapshot);
   return 0;
 }
 
@@ -278,8 +289,7 @@ int run(const std::string& output_dir, const std::string& snapshot_path) {
 
 int main(int argc, char** argv) {
   try {
-    return run(argc > 1 ? argv[1] : "memscope-demo-results",
-               argc > 2 ? argv[2] : MEMSCOPE_REAL_TRACE);
+    return run(argc > 1 ? argv[1] : "memscope-demo-results", argc > 2 ? argv[2] : "");
   } catch (const memscope::Error& e) {
     std::fprintf(stderr, "memscope_demo: %s\n", e.what());
     return 1;

@@ -25,8 +25,10 @@
 // containers (reference counts are atomic), so values may be read and copied from any thread.
 // Ownership: a PickleValue owns its data, shared with its copies; nothing points into the input.
 // Errors: TraceFormatError for anything that is not a well-formed plain-data pickle (refused or
-// unknown opcode, truncated input, bad argument, stack misuse, integer outside int64, nesting or
-// size beyond the limits, unreadable file). The message names the source, the opcode and its
+// unknown opcode, truncated input, bad argument, stack misuse, an int of more than 4300 decimal
+// digits (Python's own limit for printing one), nesting or size beyond the limits, unreadable
+// file). Ints outside int64 are read as PickleBigInt (PyTorch under Python 3.13 writes frame lines
+// of 2^64 - 1). The message names the source, the opcode and its
 // byte offset.
 #pragma once
 
@@ -53,6 +55,13 @@ struct PickleNone {
 struct PickleBytes {
   std::string data;
   friend bool operator==(const PickleBytes&, const PickleBytes&) = default;
+};
+
+// A Python int outside int64 (kind big_integer, Python type "int"): its decimal text, as
+// Python's repr writes it ("18446744073709551615", "-9223372036854775809").
+struct PickleBigInt {
+  std::string decimal;
+  friend bool operator==(const PickleBigInt&, const PickleBigInt&) = default;
 };
 
 // A tuple (kTuple) or a list: an immutable, shared sequence of values.
@@ -97,7 +106,19 @@ class PickleDict {
   std::shared_ptr<const std::vector<Item>> items_;  // null when empty
 };
 
-enum class PickleKind { none, boolean, integer, real, string, bytes, tuple, list, dict };
+// big_integer is an int outside int64 (PickleBigInt); Python's type name for it is "int" too.
+enum class PickleKind {
+  none,
+  boolean,
+  integer,
+  real,
+  string,
+  bytes,
+  tuple,
+  list,
+  dict,
+  big_integer
+};
 
 // Python's name for the kind: "NoneType", "bool", "int", "float", "str", "bytes", ...
 [[nodiscard]] const char* python_type_name(PickleKind kind) noexcept;
@@ -106,7 +127,7 @@ class PickleValue {
  public:
   // The alternatives in PickleKind order; str is std::string (UTF-8).
   using Storage = std::variant<PickleNone, bool, std::int64_t, double, std::string, PickleBytes,
-                               PickleTuple, PickleList, PickleDict>;
+                               PickleTuple, PickleList, PickleDict, PickleBigInt>;
 
   PickleValue() = default;  // None
   // Implicit from any alternative, so values read like Python's: PickleValue v = 2.5;
@@ -163,7 +184,7 @@ struct PickleLimits {
   std::size_t max_depth = 200;
   // Most bytes the reader may build (its stack, memo and the result together); 0 means
   // 64 MiB + 128 bytes per input byte. Shared objects are not copied, so real pickles stay far
-  // below it (the 495 KB PyTorch snapshot in tests/data needs about 36 bytes per input byte).
+  // below it (the 495 KB PyTorch snapshot in the corpus needs about 36 bytes per input byte).
   std::size_t max_bytes = 0;
   // Most items (scalars and containers, shared ones counted at each appearance) in the value
   // walked as a tree; 0 means 16 Mi + 1024 per input byte (the snapshot above: 0.4 per byte).

@@ -3,8 +3,8 @@
 // trace fits on.
 //
 // A ReplayPlan is the trace of one device as a sequence of allocations and frees (the starting
-// live set first; tests/data/README.md). Every op remembers where it came from (event index,
-// stack, tag), so a replay can say what was live when. replay() runs a plan through a fresh
+// live set first; the corpus README, MEMSCOPE_TRACES). Every op remembers where it came from (event
+// index, stack, tag), so a replay can say what was live when. replay() runs a plan through a fresh
 // allocator on a simulated device and finds its peaks; replay_trace() does the same from a
 // TorchSnapshot and also names the peak's stage and the code that allocated what was live
 // there. compare_settings() replays one trace with several AllocatorConfig strings;

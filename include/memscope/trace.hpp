@@ -7,7 +7,7 @@
 // starts after memory was already live, so build_replay_plan() first rebuilds that starting live
 // set: (a) every free_completed whose address was not allocated earlier in the trace, (b) every
 // active_allocated block whose address is never allocated in the trace. The plan allocates that
-// set, then replays alloc and free_completed in order (tests/data/README.md).
+// set, then replays alloc and free_completed in order (the corpus README, MEMSCOPE_TRACES).
 //
 // replay() runs a plan through an allocator on a simulated device (addresses only, no memory
 // behind them) and reports the peaks, where they are and what was live there, the

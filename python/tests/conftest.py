@@ -8,15 +8,27 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
 import memscope
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "support"))
+import trace_corpus  # noqa: E402  (found through the path above)
+
 MiB = 1 << 20
 GiB = 1 << 30
 
 _sim_sizes = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def real_trace() -> Path:
+    """The corpus's small train-step trace (reference numbers in its README): MEMSCOPE_TRACES,
+    else ../shared/traces beside the checkout. Skips with the reason when it is not there."""
+    return trace_corpus.trace_or_skip()
 
 
 def pytest_configure(config: pytest.Config) -> None:

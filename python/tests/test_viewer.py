@@ -38,7 +38,6 @@ import memscope
 
 ROOT = Path(__file__).resolve().parents[2]
 STUB = ROOT / "tests" / "viewer" / "memoryviz_stub.js"
-REAL_TORCH_SNAPSHOT = ROOT / "tests/data/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle"
 
 
 def _viz() -> Any:
@@ -197,9 +196,9 @@ def test_our_snapshots_pass_the_viewers_placement_check(recorded: bytes) -> None
     assert check_placement(pickle.loads(recorded)) == []
 
 
-def test_a_real_pytorch_snapshot_passes_the_placement_check() -> None:
-    """The check itself: PyTorch's own snapshot (tests/data) must pass."""
-    assert check_placement(pickle.loads(REAL_TORCH_SNAPSHOT.read_bytes())) == []
+def test_a_real_pytorch_snapshot_passes_the_placement_check(real_trace: Path) -> None:
+    """The check itself: PyTorch's own snapshot (the corpus's small train step) must pass."""
+    assert check_placement(pickle.loads(real_trace.read_bytes())) == []
 
 
 def _breakages() -> dict[str, Callable[[dict[str, Any]], None]]:
@@ -231,8 +230,8 @@ def _breakages() -> dict[str, Callable[[dict[str, Any]], None]]:
 
 
 @pytest.mark.parametrize("breakage", list(_breakages()))
-def test_broken_snapshots_fail_the_placement_check(breakage: str) -> None:
-    data = pickle.loads(REAL_TORCH_SNAPSHOT.read_bytes())
+def test_broken_snapshots_fail_the_placement_check(breakage: str, real_trace: Path) -> None:
+    data = pickle.loads(real_trace.read_bytes())
     if breakage == "drop_segment_free":
         pytest.skip("PyTorch's sample trace frees no segment")
     _breakages()[breakage](data)
@@ -310,11 +309,11 @@ def test_our_own_bytes_load_in_chromium(recorded: bytes) -> None:
 
 
 @needs_chromium
-def test_chromium_reports_what_the_viewer_could_not_read() -> None:
+def test_chromium_reports_what_the_viewer_could_not_read(real_trace: Path) -> None:
     """The harness sees errors: a protocol-5 pickle (the viewer reads 2 to 4), and, offline,
     the unmodified page's module import from the CDN."""
     viz = _viz()
-    data = pickle.loads(REAL_TORCH_SNAPSHOT.read_bytes())
+    data = pickle.loads(real_trace.read_bytes())
     page = load_page(_with_stub(_page_for(pickle.dumps(data, protocol=5), "x")),
                      {"memoryviz_stub.js": STUB})
     assert any("protocol 5" in e for e in page.errors), page.errors

@@ -39,7 +39,7 @@ class ValueBuilder : public nlohmann::json_sax<nlohmann::json> {
   bool number_integer(number_integer_t v) override { return add(PickleValue{std::int64_t{v}}); }
   bool number_unsigned(number_unsigned_t v) override {
     if (v > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
-      fail("integer " + std::to_string(v) + " does not fit in a signed 64-bit int");
+      return add(PickleValue{PickleBigInt{std::to_string(v)}});  // as the pickle reader keeps it
     }
     return add(PickleValue{static_cast<std::int64_t>(v)});
   }

@@ -212,10 +212,13 @@ void PickleMachine::key_code(const Ref& key, std::size_t depth, std::string& out
       }
       return;
     case PickleKind::string:
-    case PickleKind::bytes: {
+    case PickleKind::bytes:
+    case PickleKind::big_integer: {
       const std::string& s = *string_ptrs_[key.index()];
       charge(s.size());
-      out.push_back(key.kind == PickleKind::string ? 'S' : 'B');
+      out.push_back(key.kind == PickleKind::string  ? 'S'
+                    : key.kind == PickleKind::bytes ? 'B'
+                                                    : 'L');
       append_u64(out, s.size());
       out += s;
       return;
@@ -357,6 +360,10 @@ void PickleMachine::build_into(const Ref& ref, std::size_t depth, Shape& shape, 
     case PickleKind::bytes:
       charge(string_ptrs_[ref.index()]->size());
       out.data.emplace<PickleBytes>(PickleBytes{*string_ptrs_[ref.index()]});
+      return;
+    case PickleKind::big_integer:
+      charge(string_ptrs_[ref.index()]->size());
+      out.data.emplace<PickleBigInt>(PickleBigInt{*string_ptrs_[ref.index()]});
       return;
     case PickleKind::tuple:
     case PickleKind::list:

@@ -79,6 +79,12 @@ class PickleMachine {
   // Equal strings (and equal bytes) are stored once, so a key compares by its index.
   [[nodiscard]] Ref make_string(std::string_view text, bool is_bytes);
   [[nodiscard]] Ref make_string(std::string&& text, bool is_bytes);
+  // An int outside int64, by its decimal text (interned with the strings; the kind tells apart).
+  [[nodiscard]] Ref make_big_integer(std::string_view decimal) {
+    Ref ref = make_string(decimal, /*is_bytes=*/false);
+    ref.kind = PickleKind::big_integer;
+    return ref;
+  }
   [[nodiscard]] Ref make_sequence(const Ref* items, std::size_t n, bool is_tuple);
   [[nodiscard]] Ref make_dict();
   void append(const Ref& list, const Ref* items, std::size_t n);
@@ -113,6 +119,7 @@ class PickleMachine {
   void check(const Ref& root);
 
   // ---- the graph in place, for readers that skip build(); valid until the machine dies ----
+  // A str's text, a bytes' octets or a big int's decimal text.
   [[nodiscard]] const std::string& string_at(const Ref& ref) const noexcept {
     return *string_ptrs_[ref.index()];
   }

@@ -29,6 +29,27 @@ Ref scalar(PickleKind kind, std::int64_t value) {
   return Ref{kind, static_cast<std::uint64_t>(value)};
 }
 
+// An int of any size: LONG1/LONG4's two's complement bytes.
+Ref long_value(PickleMachine& m, std::string_view bytes) {
+  std::int64_t value = 0;
+  if (decode_long(bytes, value)) return scalar(PickleKind::integer, value);
+  return m.make_big_integer(long_decimal(bytes));
+}
+
+// An int of any size written in decimal (INT, LONG of protocol 0).
+Ref decimal_value(PickleMachine& m, std::string_view text) {
+  std::string_view digits = text;
+  if (!digits.empty() && (digits.front() == '-' || digits.front() == '+')) digits.remove_prefix(1);
+  const bool decimal =
+      !digits.empty() && digits.find_first_not_of("0123456789") == std::string_view::npos;
+  try {
+    return scalar(PickleKind::integer, parse_decimal(text));
+  } catch (const PickleProblem&) {
+    if (!decimal) throw;  // not a number at all: parse_decimal's complaint
+    return m.make_big_integer(normalize_decimal(text));
+  }
+}
+
 Ref real(double value) {
   return Ref{PickleKind::real, std::bit_cast<std::uint64_t>(value)};
 }
@@ -107,7 +128,7 @@ Ref sequence_from(PickleMachine& m, std::size_t start, bool is_tuple) {
       if (text == "00" || text == "01") {
         m.push(scalar(PickleKind::boolean, text == "01"));
       } else {
-        m.push(scalar(PickleKind::integer, parse_decimal(text)));
+        m.push(decimal_value(m, text));
       }
       return false;
     }
@@ -123,14 +144,14 @@ Ref sequence_from(PickleMachine& m, std::size_t start, bool is_tuple) {
     case Op::kLong: {
       std::string_view text = in.line();
       if (!text.empty() && text.back() == 'L') text.remove_suffix(1);
-      m.push(scalar(PickleKind::integer, parse_decimal(text)));
+      m.push(decimal_value(m, text));
       return false;
     }
     case Op::kLong1:
-      m.push(scalar(PickleKind::integer, decode_long(in.bytes(in.uint_le(1)))));
+      m.push(long_value(m, in.bytes(in.uint_le(1))));
       return false;
     case Op::kLong4:
-      m.push(scalar(PickleKind::integer, decode_long(in.bytes(signed_length(in.int32_le())))));
+      m.push(long_value(m, in.bytes(signed_length(in.int32_le()))));
       return false;
     case Op::kFloat:
       m.push(real(parse_float(in.line())));

@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <limits>
+#include <string>
 #include <system_error>
+#include <vector>
 
 #include "trace/pickle_input.hpp"
 
@@ -86,27 +88,95 @@ double parse_float(std::string_view text) {
   return value;
 }
 
-std::int64_t decode_long(std::string_view bytes) {
-  if (bytes.empty()) return 0;
+bool decode_long(std::string_view bytes, std::int64_t& out) {
+  out = 0;
+  if (bytes.empty()) return true;
   const std::size_t n = bytes.size();
   const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(bytes[i]); };
   const bool negative = (byte(n - 1) & 0x80) != 0;
   // Bytes beyond the eighth may only repeat the sign; then the low eight hold the value.
   const std::size_t used = n < 8 ? n : 8;
   for (std::size_t i = used; i < n; ++i) {
-    if (byte(i) != (negative ? 0xFF : 0x00)) {
-      throw PickleProblem("integer of " + std::to_string(n) +
-                          " bytes does not fit in 64 bits (memscope reads int64 only)");
-    }
+    if (byte(i) != (negative ? 0xFF : 0x00)) return false;
   }
-  if (n > 8 && ((byte(7) & 0x80) != 0) != negative) {
-    throw PickleProblem("integer of " + std::to_string(n) + " bytes does not fit in 64 bits");
-  }
+  if (n > 8 && ((byte(7) & 0x80) != 0) != negative) return false;
   std::uint64_t value = negative ? ~std::uint64_t{0} : 0;
   for (std::size_t i = used; i-- > 0;) {
     value = (value << 8) | byte(i);
   }
-  return static_cast<std::int64_t>(value);
+  out = static_cast<std::int64_t>(value);
+  return true;
+}
+
+namespace {
+
+// Python prints no int of more digits unless told to (sys.set_int_max_str_digits).
+constexpr std::size_t kMaxDecimalDigits = 4300;
+
+}  // namespace
+
+std::string long_decimal(std::string_view bytes) {
+  // Each byte adds at most log10(256) < 2.41 digits.
+  if (bytes.size() * 241 / 100 > kMaxDecimalDigits + 3) {
+    throw PickleProblem("integer of " + std::to_string(bytes.size()) + " bytes has more than " +
+                        std::to_string(kMaxDecimalDigits) +
+                        " decimal digits (Python's own limit for printing an int)");
+  }
+  // The magnitude, most significant byte first (two's complement negated when negative).
+  const bool negative = !bytes.empty() && (static_cast<std::uint8_t>(bytes.back()) & 0x80) != 0;
+  std::vector<std::uint32_t> magnitude(bytes.size());
+  unsigned carry = negative ? 1 : 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {  // least significant first
+    unsigned b = static_cast<std::uint8_t>(bytes[i]);
+    if (negative) {
+      b = (~b & 0xFFU) + carry;
+      carry = b >> 8;
+      b &= 0xFFU;
+    }
+    magnitude[bytes.size() - 1 - i] = b;
+  }
+  // Long division by 10^9, base 256, collecting nine digits at a time.
+  std::vector<std::uint32_t> chunks;
+  std::size_t start = 0;
+  while (start < magnitude.size()) {
+    std::uint64_t remainder = 0;
+    for (std::size_t i = start; i < magnitude.size(); ++i) {
+      const std::uint64_t cur = (remainder << 8) | magnitude[i];
+      magnitude[i] = static_cast<std::uint32_t>(cur / 1'000'000'000U);
+      remainder = cur % 1'000'000'000U;
+    }
+    chunks.push_back(static_cast<std::uint32_t>(remainder));
+    while (start < magnitude.size() && magnitude[start] == 0) ++start;
+  }
+  if (chunks.empty()) return "0";
+  std::string out;
+  if (negative) out.push_back('-');
+  out += std::to_string(chunks.back());
+  for (std::size_t i = chunks.size() - 1; i-- > 0;) {
+    const std::string part = std::to_string(chunks[i]);
+    out.append(9 - part.size(), '0');
+    out += part;
+  }
+  return out;
+}
+
+std::string normalize_decimal(std::string_view text) {
+  const bool negative = !text.empty() && text.front() == '-';
+  if (!text.empty() && (text.front() == '-' || text.front() == '+')) text.remove_prefix(1);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string_view::npos) {
+    throw PickleProblem("not a decimal integer: '" + std::string(text) + "'");
+  }
+  while (text.size() > 1 && text.front() == '0') text.remove_prefix(1);
+  if (text.size() > kMaxDecimalDigits) {
+    throw PickleProblem("integer of " + std::to_string(text.size()) + " digits has more than " +
+                        std::to_string(kMaxDecimalDigits) +
+                        " decimal digits (Python's own limit for printing an int)");
+  }
+  std::string out;
+  out.reserve(text.size() + 1);
+  if (negative && text != "0") out.push_back('-');
+  out.append(text);
+  return out;
 }
 
 std::string decode_string_literal(std::string_view text) {

@@ -15,8 +15,14 @@ namespace memscope::detail {
 [[nodiscard]] std::uint64_t parse_index(std::string_view text);
 // Python's repr of a float: "2.5", "-1e+300", "inf", "nan".
 [[nodiscard]] double parse_float(std::string_view text);
-// LONG1/LONG4 payload: little-endian two's complement; empty means 0. Must fit in int64.
-[[nodiscard]] std::int64_t decode_long(std::string_view bytes);
+// LONG1/LONG4 payload: little-endian two's complement; empty means 0. False when the value does
+// not fit in int64 (then long_decimal() gives it).
+[[nodiscard]] bool decode_long(std::string_view bytes, std::int64_t& out);
+// Any LONG1/LONG4 payload as Python's repr writes it. Throws beyond 4300 decimal digits
+// (Python's own sys.int_info.default_max_str_digits).
+[[nodiscard]] std::string long_decimal(std::string_view bytes);
+// LONG's protocol-0 text ("123", "-7", "+0012"), out of int64 range: Python's repr of it.
+[[nodiscard]] std::string normalize_decimal(std::string_view text);
 // STRING's argument: a quoted Python 2 byte-string literal with backslash escapes, returned as
 // UTF-8 text of its bytes read as Latin-1.
 [[nodiscard]] std::string decode_string_literal(std::string_view quoted);

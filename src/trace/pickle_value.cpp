@@ -33,6 +33,7 @@ const char* python_type_name(PickleKind kind) noexcept {
     case PickleKind::boolean:
       return "bool";
     case PickleKind::integer:
+    case PickleKind::big_integer:
       return "int";
     case PickleKind::real:
       return "float";

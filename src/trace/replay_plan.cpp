@@ -1,6 +1,6 @@
-// The replay sequence of tests/data/README.md: rebuild what was live when recording began,
-// then replay allocs and completed frees in order. Each alloc gets a slot number and each free
-// its alloc's, so the replay finds a pointer by index instead of hashing addresses.
+// The replay sequence of the corpus README, MEMSCOPE_TRACES: rebuild what was live when recording
+// began, then replay allocs and completed frees in order. Each alloc gets a slot number and each
+// free its alloc's, so the replay finds a pointer by index instead of hashing addresses.
 #include <algorithm>
 #include <bit>
 #include <cstdint>

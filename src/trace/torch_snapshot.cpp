@@ -50,6 +50,10 @@ struct ValueAccess {
   [[nodiscard]] static const std::string* text(const Node& v) noexcept {
     return v.get_if<std::string>();
   }
+  [[nodiscard]] static const std::string* big_integer(const Node& v) noexcept {
+    const auto* b = v.get_if<PickleBigInt>();
+    return b != nullptr ? &b->decimal : nullptr;
+  }
 };
 
 // Access to the pickle reader's graph in place (valid while its machine lives).
@@ -75,6 +79,9 @@ struct RefAccess {
   }
   [[nodiscard]] const std::string* text(const Node& v) const noexcept {
     return v.kind == PickleKind::string ? &machine->string_at(v) : nullptr;
+  }
+  [[nodiscard]] const std::string* big_integer(const Node& v) const noexcept {
+    return v.kind == PickleKind::big_integer ? &machine->string_at(v) : nullptr;
   }
 
   const detail::PickleMachine* machine = nullptr;
@@ -138,8 +145,16 @@ class Fields {
   }
   std::int64_t integer(const Node& v, const Path& where) const {
     std::int64_t i = 0;
-    if (!a_.integer(v, i)) wrong_type(where, "int", v);
-    return i;
+    if (a_.integer(v, i)) return i;
+    if (const std::string* big = a_.big_integer(v)) {
+      fail(where, "integer " + *big + " does not fit in 64 bits");
+    }
+    wrong_type(where, "int", v);
+  }
+  // An int that is only informative: one outside int64 (a frame line of 2^64 - 1, written by
+  // PyTorch under Python 3.13 for a line it did not know) reads as `unknown`.
+  std::int64_t integer_or(const Node& v, std::int64_t unknown, const Path& where) const {
+    return a_.big_integer(v) != nullptr ? unknown : integer(v, where);
   }
   std::uint64_t natural(const Node& v, const Path& where) const {
     const std::int64_t i = integer(v, where);
@@ -210,7 +225,7 @@ class StackReader {
       } else if (*key == "name") {
         out.name = f_.text(v, where / "name");
       } else if (*key == "line") {
-        out.line = f_.integer(v, where / "line");
+        out.line = f_.integer_or(v, 0, where / "line");  // 0: unknown, as TraceFrame says
       }
     }
     it->second = strings_.intern_frame(out);

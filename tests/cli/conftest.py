@@ -1,7 +1,9 @@
 """Shared helpers for the end-to-end tests of the `memscope` command.
 
-ctest sets MEMSCOPE_CLI (the binary), MEMSCOPE_BUILD_DIR, MEMSCOPE_SOURCE_DIR and
-MEMSCOPE_REAL_TRACE; run by hand, the defaults point into ./build. A file whose tests were all
+ctest sets MEMSCOPE_CLI (the binary), MEMSCOPE_BUILD_DIR and MEMSCOPE_SOURCE_DIR; run by hand,
+the defaults point into ./build. The real trace comes from the corpus (MEMSCOPE_TRACES, else
+../shared/traces beside the checkout: tests/support/trace_corpus.py); a test that needs it skips
+with the reason when the corpus does not hold it. A file whose tests were all
 skipped exits MEMSCOPE_ALL_SKIPPED_EXIT (77), which ctest reports as Skipped.
 """
 
@@ -17,12 +19,6 @@ import pytest
 SOURCE_DIR = Path(os.environ.get("MEMSCOPE_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BUILD_DIR = Path(os.environ.get("MEMSCOPE_BUILD_DIR", SOURCE_DIR / "build"))
 CLI = Path(os.environ.get("MEMSCOPE_CLI", BUILD_DIR / "tools" / "memscope" / "memscope"))
-REAL_TRACE = Path(
-    os.environ.get(
-        "MEMSCOPE_REAL_TRACE",
-        SOURCE_DIR / "tests/data/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle",
-    )
-)
 # Where tests leave what a person may want to look at (HTML reports, screenshots).
 ARTIFACTS = BUILD_DIR / "test-artifacts" / "cli"
 
@@ -31,6 +27,9 @@ MiB = 1 << 20
 # The build's Python package (ctest sets PYTHONPATH); children started under `memscope run`
 # inherit it.
 sys.path.insert(0, str(BUILD_DIR / "python"))
+sys.path.insert(0, str(SOURCE_DIR / "tests" / "support"))
+
+import trace_corpus  # noqa: E402  (found through the path above)
 
 
 def memscope(*args: str | os.PathLike[str], timeout: float = 120, check: bool = False,
@@ -55,6 +54,12 @@ def memscope(*args: str | os.PathLike[str], timeout: float = 120, check: bool = 
             f"memscope {' '.join(map(str, args))} exited {result.returncode}\n"
             f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}")
     return result
+
+
+@pytest.fixture(scope="session")
+def real_trace() -> Path:
+    """The corpus's small train-step trace (reference numbers in its README); skips without it."""
+    return trace_corpus.trace_or_skip()
 
 
 @pytest.fixture

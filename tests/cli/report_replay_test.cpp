@@ -10,12 +10,14 @@
 #include "memscope/replay.hpp"
 #include "memscope/trace.hpp"
 #include "report_builders.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope::cli {
 namespace {
 
 TEST(ReportOfReplay, RealTraceSegmentsAtThePeakAddUpToPeakReserved) {
-  const TorchSnapshot snapshot = read_trace_file(MEMSCOPE_REAL_TRACE);
+  MEMSCOPE_TRACE_OR_SKIP(real, corpus::kSmallTrainStep);
+  const TorchSnapshot snapshot = read_trace_file(real);
   const ReplayPlan plan = build_replay_plan(snapshot, 0);
   ReplayOptions options;
   options.record_series = true;

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_TRACE, MiB, memscope
+from conftest import MiB, memscope
 from run_records import write_run
 
 BASE = {
@@ -107,10 +107,10 @@ def test_runs_recorded_by_memscope_run(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def grown_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def grown_trace(real_trace: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real trace with one 300 MiB allocation added before its peak, never freed."""
     memscope_py = pytest.importorskip("memscope")
-    data = json.loads(memscope_py.load_trace(REAL_TRACE).to_json())
+    data = json.loads(memscope_py.load_trace(real_trace).to_json())
     events = data["device_traces"][0]
     events.insert(1300, {"action": "alloc", "addr": 1 << 50, "size": 300 * MiB, "stream": 0,
                          "time_us": events[1300]["time_us"],
@@ -121,9 +121,10 @@ def grown_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_traces_name_the_site_that_grew(grown_trace: Path, artifacts: Path) -> None:
+def test_traces_name_the_site_that_grew(real_trace: Path, grown_trace: Path,
+                                        artifacts: Path) -> None:
     out_json = artifacts / "traces-diff.json"
-    out = memscope("diff", REAL_TRACE, grown_trace, "--json", out_json, check=True).stdout
+    out = memscope("diff", real_trace, grown_trace, "--json", out_json, check=True).stdout
     assert "peak live +300.00 MiB" in out and "mostly grow.py:12 make_buffer (+300.00 MiB)" in out
     lines = out.splitlines()
     site_rows = lines[lines.index(next(x for x in lines if x.strip().startswith("site"))) + 2:]
@@ -138,25 +139,26 @@ def test_traces_name_the_site_that_grew(grown_trace: Path, artifacts: Path) -> N
     assert data["trace_b"]["live_at_end"] - data["trace_a"]["live_at_end"] == 300 * MiB
 
 
-def test_traces_in_different_formats_compare_equal(grown_trace: Path, tmp_path: Path) -> None:
+def test_traces_in_different_formats_compare_equal(real_trace: Path, grown_trace: Path,
+                                                   tmp_path: Path) -> None:
     memscope_py = pytest.importorskip("memscope")
     as_json = tmp_path / "real.json"
-    memscope_py.load_trace(REAL_TRACE).save(as_json)
-    out = memscope("diff", REAL_TRACE, as_json, check=True).stdout
+    memscope_py.load_trace(real_trace).save(as_json)
+    out = memscope("diff", real_trace, as_json, check=True).stdout
     assert "no site changed" in out and "peak live 0 B" in out
 
 
-def test_different_kinds_exit_3_naming_both(tmp_path: Path) -> None:
+def test_different_kinds_exit_3_naming_both(real_trace: Path, tmp_path: Path) -> None:
     metrics = write_json(tmp_path / "m.json", BASE)
-    result = memscope("diff", REAL_TRACE, metrics)
+    result = memscope("diff", real_trace, metrics)
     assert result.returncode == 3
     assert "is a trace" in result.stderr and "is saved metrics" in result.stderr
-    assert str(metrics) in result.stderr and str(REAL_TRACE) in result.stderr
+    assert str(metrics) in result.stderr and str(real_trace) in result.stderr
 
 
-def test_replay_results_are_refused(tmp_path: Path) -> None:
+def test_replay_results_are_refused(real_trace: Path, tmp_path: Path) -> None:
     saved = tmp_path / "r.json"
-    memscope("replay", REAL_TRACE, "--json", saved, check=True)
+    memscope("replay", real_trace, "--json", saved, check=True)
     result = memscope("diff", saved, saved)
     assert result.returncode == 3 and "replay result" in result.stderr
 
@@ -170,6 +172,6 @@ def test_unknown_kind_and_missing_file_exit_3(tmp_path: Path) -> None:
     assert result.returncode == 3 and "gone.json" in result.stderr
 
 
-def test_one_argument_is_a_usage_error() -> None:
-    result = memscope("diff", REAL_TRACE)
+def test_one_argument_is_a_usage_error(real_trace: Path) -> None:
+    result = memscope("diff", real_trace)
     assert result.returncode == 2

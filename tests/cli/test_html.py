@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BUILD_DIR, CLI, REAL_TRACE, SOURCE_DIR, memscope
+from conftest import BUILD_DIR, CLI, SOURCE_DIR, memscope
 
 sys.path.insert(0, str(SOURCE_DIR / "python" / "tests"))
 from browser import chromium, chromium_missing_reason, load_page
@@ -188,10 +188,10 @@ def command_page(args: list[str], out: Path, artifacts: Path, timeout: float) ->
 
 
 @needs_chromium
-def test_replay_html_of_the_real_trace(artifacts: Path) -> None:
+def test_replay_html_of_the_real_trace(real_trace: Path, artifacts: Path) -> None:
     out = artifacts / "replay.html"
     out.unlink(missing_ok=True)
-    state = command_page(["replay", str(REAL_TRACE), "--html", str(out)], out, artifacts, 300)
+    state = command_page(["replay", str(real_trace), "--html", str(out)], out, artifacts, 300)
     series = by_name(state)
     assert {"reserved", "allocated", "live (requested)"} <= set(series)
     assert all(s["points"] <= MAX_POINTS for s in series.values())

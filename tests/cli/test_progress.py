@@ -8,8 +8,9 @@ import pty
 import select
 import subprocess
 import sys
+from pathlib import Path
 
-from conftest import CLI, REAL_TRACE, memscope
+from conftest import CLI, memscope
 
 
 def run_on_a_terminal(*args: str, env_extra: dict[str, str] | None = None,
@@ -39,8 +40,8 @@ def run_on_a_terminal(*args: str, env_extra: dict[str, str] | None = None,
     return proc.wait(timeout=timeout), out, seen.decode(errors="replace")
 
 
-def test_replay_shows_its_phases_on_a_terminal() -> None:
-    code, out, terminal = run_on_a_terminal("replay", str(REAL_TRACE), "--fit")
+def test_replay_shows_its_phases_on_a_terminal(real_trace: Path) -> None:
+    code, out, terminal = run_on_a_terminal("replay", str(real_trace), "--fit")
     assert code == 0, terminal
     assert "smallest device" in out
     assert "memscope replay: reading" in terminal, terminal
@@ -48,11 +49,11 @@ def test_replay_shows_its_phases_on_a_terminal() -> None:
     assert terminal.endswith("\r\x1b[K"), repr(terminal[-80:])
 
 
-def test_replay_is_silent_when_piped_or_turned_off() -> None:
-    piped = memscope("replay", REAL_TRACE, "--fit", env={"MEMSCOPE_NO_PROGRESS": ""})
+def test_replay_is_silent_when_piped_or_turned_off(real_trace: Path) -> None:
+    piped = memscope("replay", real_trace, "--fit", env={"MEMSCOPE_NO_PROGRESS": ""})
     assert piped.returncode == 0
     assert piped.stderr == ""
-    code, _, terminal = run_on_a_terminal("replay", str(REAL_TRACE),
+    code, _, terminal = run_on_a_terminal("replay", str(real_trace),
                                           env_extra={"MEMSCOPE_NO_PROGRESS": "1"})
     assert code == 0
     assert terminal == ""

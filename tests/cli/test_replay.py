@@ -11,18 +11,18 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import REAL_TRACE, MiB, memscope
+from conftest import MiB, memscope
 
 GiB = 1024 * MiB
 
 
-def python_trace():
+def python_trace(real_trace: Path):
     memscope_py = pytest.importorskip("memscope")
-    return memscope_py.load_trace(REAL_TRACE)
+    return memscope_py.load_trace(real_trace)
 
 
-def test_text_names_the_peak_and_the_sites() -> None:
-    result = memscope("replay", REAL_TRACE, check=True)
+def test_text_names_the_peak_and_the_sites(real_trace: Path) -> None:
+    result = memscope("replay", real_trace, check=True)
     out = result.stdout
     assert re.search(r"peak reserved\s+\d+\.\d\d GiB\s+at event", out), out
     assert "live at the peak:" in out
@@ -30,20 +30,20 @@ def test_text_names_the_peak_and_the_sites() -> None:
     assert result.stderr == ""  # no progress when piped
 
 
-def test_text_matches_the_library() -> None:
-    expected = python_trace().replay()
-    out = memscope("replay", REAL_TRACE, check=True).stdout
+def test_text_matches_the_library(real_trace: Path) -> None:
+    expected = python_trace(real_trace).replay()
+    out = memscope("replay", real_trace, check=True).stdout
     assert expected.top_sites[0].where in out
     assert f"event {expected.peak.event:,}" in out
 
 
-def test_json_fields(artifacts: Path) -> None:
+def test_json_fields(real_trace: Path, artifacts: Path) -> None:
     path = artifacts / "replay.json"
-    result = memscope("replay", REAL_TRACE, "--capacity", "40GiB", "--json", path, check=True)
+    result = memscope("replay", real_trace, "--capacity", "40GiB", "--json", path, check=True)
     assert f"replay JSON: {path}" in result.stdout
     data = json.loads(path.read_text())
     assert data["format"] == "memscope-replay" and data["version"] == 1
-    assert data["trace"] == str(REAL_TRACE)
+    assert data["trace"] == str(real_trace)
     assert data["device"] == 0 and data["capacity"] == 40 * GiB
     assert data["capacity_given"] is True and data["fits"] is True
     (row,) = data["rows"]
@@ -56,19 +56,19 @@ def test_json_fields(artifacts: Path) -> None:
     assert "report" in data
 
 
-def test_json_matches_the_library(artifacts: Path) -> None:
-    expected = python_trace().replay(capacity="40GiB")
+def test_json_matches_the_library(real_trace: Path, artifacts: Path) -> None:
+    expected = python_trace(real_trace).replay(capacity="40GiB")
     path = artifacts / "replay.json"
-    memscope("replay", REAL_TRACE, "--capacity", "40GiB", "--json", path, check=True)
+    memscope("replay", real_trace, "--capacity", "40GiB", "--json", path, check=True)
     row = json.loads(path.read_text())["rows"][0]
     assert row["peak_reserved"] == expected.peak_reserved
     assert row["peak_requested"] == expected.peak_live
     assert row["segments"] == expected.segments
 
 
-def test_fit_prints_the_smallest_capacity(artifacts: Path) -> None:
+def test_fit_prints_the_smallest_capacity(real_trace: Path, artifacts: Path) -> None:
     path = artifacts / "fit.json"
-    result = memscope("replay", REAL_TRACE, "--fit", "--json", path, check=True)
+    result = memscope("replay", real_trace, "--fit", "--json", path, check=True)
     fit = json.loads(path.read_text())["rows"][0]["fit"]
     assert fit["fits"] is True
     capacity = fit["capacity"]
@@ -82,19 +82,19 @@ def test_fit_prints_the_smallest_capacity(artifacts: Path) -> None:
     assert probes.get(capacity - 2 * MiB, False) is False
 
 
-def test_fit_capacity_replays_without_oom_and_less_does_not() -> None:
-    trace = python_trace()
+def test_fit_capacity_replays_without_oom_and_less_does_not(real_trace: Path) -> None:
+    trace = python_trace(real_trace)
     capacity = trace.fit().capacity
-    fits = memscope("replay", REAL_TRACE, "--capacity", str(capacity))
+    fits = memscope("replay", real_trace, "--capacity", str(capacity))
     assert fits.returncode == 0, fits.stderr
     assert "fits in" in fits.stdout
-    short = memscope("replay", REAL_TRACE, "--capacity", str(capacity - 2 * MiB))
+    short = memscope("replay", real_trace, "--capacity", str(capacity - 2 * MiB))
     assert short.returncode == 1
 
 
-def test_too_small_capacity_exits_1_with_the_first_oom(artifacts: Path) -> None:
+def test_too_small_capacity_exits_1_with_the_first_oom(real_trace: Path, artifacts: Path) -> None:
     path = artifacts / "oom.json"
-    result = memscope("replay", REAL_TRACE, "--capacity", "4GiB", "--json", path)
+    result = memscope("replay", real_trace, "--capacity", "4GiB", "--json", path)
     assert result.returncode == 1, result.stderr
     assert re.search(r"does not fit in 4\.00 GiB: first OOM at (event \d+|the starting live set)",
                      result.stdout), result.stdout
@@ -104,11 +104,11 @@ def test_too_small_capacity_exits_1_with_the_first_oom(artifacts: Path) -> None:
     assert data["rows"][0]["ooms"] > 0 and data["rows"][0]["first_oom"]["request"] > 0
 
 
-def test_several_configs_give_one_row_each(artifacts: Path) -> None:
+def test_several_configs_give_one_row_each(real_trace: Path, artifacts: Path) -> None:
     configs = ["default", "max_split_size:256MiB", "roundup_power2_divisions:4"]
     args = [a for c in configs for a in ("--config", c)]
     path = artifacts / "settings.json"
-    result = memscope("replay", REAL_TRACE, *args, "--json", path, check=True)
+    result = memscope("replay", real_trace, *args, "--json", path, check=True)
     lines = result.stdout.splitlines()
     head = next(i for i, line in enumerate(lines)
                 if line.startswith("settings") and "peak reserved" in line)
@@ -120,16 +120,16 @@ def test_several_configs_give_one_row_each(artifacts: Path) -> None:
     assert len({r["peak_reserved"] for r in data["rows"]}) > 1
 
 
-def test_html_report_is_written(artifacts: Path) -> None:
+def test_html_report_is_written(real_trace: Path, artifacts: Path) -> None:
     path = artifacts / "replay.html"
-    result = memscope("replay", REAL_TRACE, "--html", path, check=True)
+    result = memscope("replay", real_trace, "--html", path, check=True)
     assert f"HTML report: {path}" in result.stdout
     assert path.read_text().lstrip().lower().startswith("<!doctype html")
 
 
-def test_malformed_trace_exits_3_naming_it(tmp_path: Path) -> None:
+def test_malformed_trace_exits_3_naming_it(real_trace: Path, tmp_path: Path) -> None:
     bad = tmp_path / "truncated.pickle"
-    bad.write_bytes(REAL_TRACE.read_bytes()[:5000])
+    bad.write_bytes(real_trace.read_bytes()[:5000])
     result = memscope("replay", bad)
     assert result.returncode == 3
     assert str(bad) in result.stderr
@@ -150,27 +150,27 @@ def test_missing_file_exits_3(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("size", ["24x", "GiB", "-3GiB", "0"])
-def test_bad_capacity_exits_2(size: str) -> None:
-    result = memscope("replay", REAL_TRACE, "--capacity", size)
+def test_bad_capacity_exits_2(real_trace: Path, size: str) -> None:
+    result = memscope("replay", real_trace, "--capacity", size)
     assert result.returncode == 2, result.stderr
     assert "--capacity" in result.stderr and "24GiB" in result.stderr
 
 
-def test_bad_config_exits_2_naming_the_key() -> None:
-    result = memscope("replay", REAL_TRACE, "--config", "max_split_sise:256MiB")
+def test_bad_config_exits_2_naming_the_key(real_trace: Path) -> None:
+    result = memscope("replay", real_trace, "--config", "max_split_sise:256MiB")
     assert result.returncode == 2
     assert "--config" in result.stderr and "max_split_sise" in result.stderr
 
 
-def test_unknown_device_exits_2() -> None:
-    result = memscope("replay", REAL_TRACE, "--device", "5")
+def test_unknown_device_exits_2(real_trace: Path) -> None:
+    result = memscope("replay", real_trace, "--device", "5")
     assert result.returncode == 2
     assert "--device 5" in result.stderr and "devices 0" in result.stderr
 
 
-def test_unwritable_json_exits_4_and_writes_nothing(tmp_path: Path) -> None:
+def test_unwritable_json_exits_4_and_writes_nothing(real_trace: Path, tmp_path: Path) -> None:
     target = tmp_path / "missing-folder" / "out.json"
-    result = memscope("replay", REAL_TRACE, "--json", target)
+    result = memscope("replay", real_trace, "--json", target)
     assert result.returncode == 4
     assert str(target) in result.stderr
     assert not target.parent.exists()

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_TRACE, SOURCE_DIR, memscope
+from conftest import SOURCE_DIR, memscope
 
 sys.path.insert(0, str(SOURCE_DIR / "python" / "tests"))
 from browser import chromium, chromium_missing_reason, load_page
@@ -27,10 +27,10 @@ def page_state(path: Path, screenshot: Path) -> dict:
     return json.loads(html.unescape(match.group(1)))
 
 
-def test_replay_page_and_its_rendering_from_json(artifacts: Path) -> None:
+def test_replay_page_and_its_rendering_from_json(real_trace: Path, artifacts: Path) -> None:
     saved = artifacts / "replay.json"
     direct = artifacts / "replay.html"
-    memscope("replay", REAL_TRACE, "--fit", "--json", saved, "--html", direct, check=True)
+    memscope("replay", real_trace, "--fit", "--json", saved, "--html", direct, check=True)
     peak = json.loads(saved.read_text())["peak"]
 
     state = page_state(direct, artifacts / "replay.png")

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REAL_TRACE, MiB, memscope
+from conftest import MiB, memscope
 from run_records import write_run
 
 # The Trainer's layout: what Hugging Face's save_metrics writes, by hand.
@@ -59,12 +59,12 @@ def test_metrics_html(tmp_path: Path, artifacts: Path) -> None:
     assert html.read_text().lstrip().lower().startswith("<!doctype html")
 
 
-def test_replay_json_from_replay(artifacts: Path) -> None:
+def test_replay_json_from_replay(real_trace: Path, artifacts: Path) -> None:
     saved = artifacts / "replay.json"
-    memscope("replay", REAL_TRACE, "--capacity", "40GiB", "--fit", "--json", saved, check=True)
+    memscope("replay", real_trace, "--capacity", "40GiB", "--fit", "--json", saved, check=True)
     data = json.loads(saved.read_text())
     out = memscope("report", saved, check=True).stdout
-    assert str(REAL_TRACE) in out
+    assert str(real_trace) in out
     row = data["rows"][0]
     peak_line = next(line for line in out.splitlines() if line.startswith("default"))
     gib = row["peak_reserved"] / (1 << 30)
@@ -116,9 +116,9 @@ def test_run_recorded_by_memscope_run(tmp_path: Path) -> None:
     assert peak >= 64 * MiB  # the child touched every page of 64 MiB
 
 
-def test_trace_is_replayed_with_the_defaults() -> None:
-    report = memscope("report", REAL_TRACE, check=True).stdout
-    replay = memscope("replay", REAL_TRACE, check=True).stdout
+def test_trace_is_replayed_with_the_defaults(real_trace: Path) -> None:
+    report = memscope("report", real_trace, check=True).stdout
+    replay = memscope("replay", real_trace, check=True).stdout
     assert report == replay
 
 

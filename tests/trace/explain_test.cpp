@@ -15,6 +15,7 @@
 
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
@@ -392,14 +393,15 @@ TEST(Replay, HandBuiltPlansReplayAsLinkedOnes) {
 // ---- The real trace ------------------------------------------------------------------------
 
 TEST(RealTraceExplained, KnownPeaksAndTheirPlace) {
-  const TorchSnapshot s = read_trace_file(MEMSCOPE_REAL_TRACE);
+  MEMSCOPE_TRACE_OR_SKIP(real, corpus::kSmallTrainStep);
+  const TorchSnapshot s = read_trace_file(real);
   const ReplayPlan plan = build_replay_plan(s);
   ReplayOptions options;
   options.record_series = true;
   ReplayResult r = replay(plan, options);
   explain_with_trace(s, plan, r);
   EXPECT_EQ(r.peak_requested, 13'923'997'700);
-  EXPECT_EQ(r.peak_reserved, 14'088'667'136);  // tests/data/README.md: 1.0118
+  EXPECT_EQ(r.peak_reserved, 14'088'667'136);  // the corpus README: 1.0118
   EXPECT_EQ(std::round(r.reserved_over_peak_live * 10000), 10118);
   EXPECT_EQ(r.peak_live.op, plan.peak_live_op);
   ASSERT_TRUE(r.peak.happened());

@@ -182,9 +182,8 @@ TEST(JsonSnapshot, BadInputIsATypedErrorNamingWhere) {
   EXPECT_JSON_ERROR("{\"segments\": [], \"x\": 1e999}", "number overflow");
   EXPECT_JSON_ERROR("{\"segments\": [], \"x\": \"\xff\"}", "not valid JSON");  // not UTF-8
   EXPECT_JSON_ERROR(
-      R"({"segments": [], "device_traces": [[{"action": "alloc", "addr": 18446744073709551615}]]})",
-      "x.json: device_traces[0][0].addr: integer 18446744073709551615 does not fit in a signed "
-      "64-bit int");
+      R"({"segments": [], "device_traces": [[{"action": "alloc", "addr": 18446744073709551615, "size": 8}]]})",
+      "x.json: device_traces[0][0].addr: integer 18446744073709551615 does not fit in 64 bits");
   EXPECT_JSON_ERROR(R"({"segments": [], "segments": []})",
                     "x.json: segments: the key appears twice in one object");
   EXPECT_JSON_ERROR(std::string(201, '[') + std::string(201, ']'),

@@ -3,9 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "memscope/pickle.hpp"
 #include "pickle_samples.hpp"
@@ -131,14 +135,81 @@ TEST(PickleValues, BinaryStringsAndIntegers) {
             PickleValue{3.141592653589793});
 }
 
-TEST(PickleValues, IntegersBeyondInt64AreRefused) {
-  // 2**63: nine bytes, the ninth zero, so positive, and too big.
-  EXPECT_NE(testing::pickle_error(p2(bytes({0x8a, 9}) + le(0x8000000000000000, 8) + bytes({0}))),
-            "");
-  const std::string two_to_64 = p2(bytes({0x8a, 9}) + std::string(8, '\0') + bytes({1}));
-  EXPECT_NE(testing::pickle_error(two_to_64).find("does not fit in 64 bits"), std::string::npos);
-  EXPECT_NE(testing::pickle_error("I99999999999999999999\n.").find("does not fit"),
-            std::string::npos);
+// Decimal text of a little-endian two's complement integer, computed digit by digit (the long way,
+// independent of the reader's division by 10^9).
+std::string decimal_the_long_way(const std::string& le_bytes) {
+  const bool negative = !le_bytes.empty() && (static_cast<std::uint8_t>(le_bytes.back()) & 0x80);
+  std::vector<int> digits{0};  // least significant first
+  const auto times_add = [&](int mul, int add) {
+    int carry = add;
+    for (int& d : digits) {
+      const int v = d * mul + carry;
+      d = v % 10;
+      carry = v / 10;
+    }
+    for (; carry > 0; carry /= 10) digits.push_back(carry % 10);
+  };
+  // The magnitude: for a negative value, ~bytes + 1.
+  std::string magnitude = le_bytes;
+  if (negative) {
+    int carry = 1;
+    for (char& c : magnitude) {
+      const int v = (~static_cast<std::uint8_t>(c) & 0xFF) + carry;
+      c = static_cast<char>(v & 0xFF);
+      carry = v >> 8;
+    }
+  }
+  for (std::size_t i = magnitude.size(); i-- > 0;) {
+    times_add(256, static_cast<std::uint8_t>(magnitude[i]));
+  }
+  while (digits.size() > 1 && digits.back() == 0) digits.pop_back();
+  std::string out = negative ? "-" : "";
+  for (std::size_t i = digits.size(); i-- > 0;) out.push_back(static_cast<char>('0' + digits[i]));
+  return out;
+}
+
+PickleValue big(std::string decimal) {
+  return PickleValue{PickleBigInt{std::move(decimal)}};
+}
+
+TEST(PickleValues, IntegersBeyondInt64AreKeptAsPythonPrintsThem) {
+  // 2**63: nine bytes, the ninth zero, so positive.
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 9}) + le(0x8000000000000000, 8) + bytes({0}))),
+            big("9223372036854775808"));
+  // 2**64 - 1, as Python 3.13's PyTorch writes an unknown frame line.
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 9}) + std::string(8, '\xff') + bytes({0}))),
+            big("18446744073709551615"));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 9}) + std::string(8, '\0') + bytes({1}))),
+            big("18446744073709551616"));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 9}) + le(0x7FFFFFFFFFFFFFFF, 8) + bytes({0xff}))),
+            big("-9223372036854775809"));
+  EXPECT_EQ(read_pickle("I99999999999999999999\n."), big("99999999999999999999"));
+  EXPECT_EQ(read_pickle("L-00099999999999999999999L\n."), big("-99999999999999999999"));
+  EXPECT_EQ(read_pickle(p2(bytes({0x8a, 9}) + std::string(8, '\xff') + bytes({0}))).type_name(),
+            "int");
+  // Python prints no int of more than 4300 digits; neither is one kept.
+  const std::string huge = p2(bytes({0x8b}) + le(2000, 4) + std::string(1999, '\x01') + bytes({1}));
+  EXPECT_NE(testing::pickle_error(huge).find("more than 4300 decimal digits"), std::string::npos)
+      << testing::pickle_error(huge);
+  EXPECT_NE(testing::pickle_error("I12x\n.").find("not a decimal integer"), std::string::npos);
+}
+
+TEST(PickleValues, LongPayloadsOfAnyLengthGivePythonsDecimal) {
+  std::mt19937_64 rng(25);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const std::size_t n = 9 + rng() % 120;
+    std::string payload(n, '\0');
+    for (char& c : payload) c = static_cast<char>(rng() & 0xFF);
+    if (trial % 3 == 0) payload.back() = static_cast<char>(payload.back() | 0x80);  // negatives
+    const PickleValue v = read_pickle(p2(bytes({0x8b}) + le(n, 4) + payload));
+    const std::string want = decimal_the_long_way(payload);
+    if (const auto* i = v.get_if<std::int64_t>()) {
+      EXPECT_EQ(std::to_string(*i), want) << "trial " << trial;  // only sign-extended ones
+    } else {
+      ASSERT_NE(v.get_if<PickleBigInt>(), nullptr) << "trial " << trial;
+      EXPECT_EQ(v.get_if<PickleBigInt>()->decimal, want) << "trial " << trial;
+    }
+  }
 }
 
 TEST(PickleValues, SharedObjectsAreCopiedAsFilled) {

@@ -15,6 +15,7 @@
 
 #include "memscope/trace.hpp"
 #include "pickle_test_util.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
@@ -32,7 +33,14 @@ using testing::str;
 
 class RealFrames : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { snapshot_ = read_torch_snapshot_file(MEMSCOPE_REAL_TRACE); }
+  static void SetUpTestSuite() {
+    if (const auto path = corpus::find_trace(corpus::kSmallTrainStep)) {
+      snapshot_ = read_torch_snapshot_file(*path);
+    }
+  }
+  void SetUp() override {
+    if (!snapshot_) GTEST_SKIP() << corpus::missing_reason(corpus::kSmallTrainStep);
+  }
   static inline std::optional<TorchSnapshot> snapshot_;
 };
 
@@ -332,7 +340,8 @@ class TraceFiles : public ::testing::Test {
 };
 
 TEST_F(TraceFiles, EachFormatIsReadWhateverItsName) {
-  const TorchSnapshot p = read_trace_file(MEMSCOPE_REAL_TRACE);
+  MEMSCOPE_TRACE_OR_SKIP(real, corpus::kSmallTrainStep);
+  const TorchSnapshot p = read_trace_file(real);
   EXPECT_EQ(p.device_traces.at(0).size(), 5163U);
   const TorchSnapshot j = read_trace_file(
       write("a.pickle", R"({"segments": [], "device_traces": [[{"action": "alloc", "addr": 16,

@@ -1,6 +1,7 @@
-// The real PyTorch snapshot in tests/data: every reference number of its README, PyTorch's
+// The corpus's small train-step snapshot: every reference number of its README, PyTorch's
 // own placement rules reproducing the README's replay, and memscope's replay ending exactly as
-// the snapshot. The file is part of the repository: a missing file is a failure, never a skip.
+// the snapshot. Without the corpus (MEMSCOPE_TRACES) every test here is skipped with the reason;
+// a file that is there but unreadable is a failure.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,19 +14,19 @@
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 #include "torch_rules.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
 
-std::filesystem::path snapshot_path() {
-  return MEMSCOPE_REAL_TRACE;
-}
-
 class RealTrace : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    const auto path = corpus::find_trace(corpus::kSmallTrainStep);
+    if (!path) return;
+    found_ = true;
     try {
-      snapshot_ = read_torch_snapshot_file(snapshot_path());
+      snapshot_ = read_torch_snapshot_file(*path);
       plan_ = build_replay_plan(*snapshot_);
     } catch (const std::exception& e) {
       snapshot_.reset();
@@ -33,13 +34,15 @@ class RealTrace : public ::testing::Test {
     }
   }
   void SetUp() override {
-    ASSERT_TRUE(plan_) << "the repository's real trace could not be read: " << error_;
+    if (!found_) GTEST_SKIP() << corpus::missing_reason(corpus::kSmallTrainStep);
+    ASSERT_TRUE(plan_) << "the corpus's small train step could not be read: " << error_;
   }
   static const ReplayPlan& plan() { return *plan_; }
 
   static inline std::optional<TorchSnapshot> snapshot_;
   static inline std::optional<ReplayPlan> plan_;
   static inline std::string error_;
+  static inline bool found_ = false;
 };
 
 TEST_F(RealTrace, ReproducesEveryReferenceNumber) {

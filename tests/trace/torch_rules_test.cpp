@@ -16,6 +16,7 @@
 #include "memscope/trace.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
@@ -309,7 +310,8 @@ TEST(TorchExpandableRules, MemscopePlacesLikeTheModelOnRandomPlans) {
 }
 
 TEST(TorchExpandableRules, MemscopePlacesLikeTheModelOnTheRealTrace) {
-  const ReplayPlan plan = build_replay_plan(read_torch_snapshot_file(MEMSCOPE_REAL_TRACE));
+  MEMSCOPE_TRACE_OR_SKIP(real, corpus::kSmallTrainStep);
+  const ReplayPlan plan = build_replay_plan(read_torch_snapshot_file(real));
   bench::ExpandableRules rules;
   rules.large_page = 2 * MiB;
   const auto model = bench::replay_torch_expandable(plan, rules);
@@ -320,7 +322,8 @@ TEST(TorchExpandableRules, MemscopePlacesLikeTheModelOnTheRealTrace) {
 TEST(TorchExpandableRules, RealTraceGivesTheIssuesAnchor) {
   // Issue 12: PyTorch's expandable rules replayed from an empty cache on the repository's trace
   // give reserved / peak live 1.0013. This model reproduces it to the byte it reports.
-  const ReplayPlan plan = build_replay_plan(read_torch_snapshot_file(MEMSCOPE_REAL_TRACE));
+  MEMSCOPE_TRACE_OR_SKIP(real, corpus::kSmallTrainStep);
+  const ReplayPlan plan = build_replay_plan(read_torch_snapshot_file(real));
   bench::TorchExpandableReplayer model;
   for (const ReplayOp& op : plan.ops) model.step(op);
   ASSERT_NO_THROW(model.check_invariants());

@@ -18,6 +18,7 @@
 #include "memscope/trace.hpp"
 #include "pickle_test_util.hpp"
 #include "trace/pickle_writer.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
@@ -398,15 +399,16 @@ TEST(SnapshotWriter, PythonsPickleReadsAndRewritesTheSameBytes) {
   fs::remove_all(dir);
 }
 
-// PyTorch's own snapshot (tests/data), read by memscope and written back, is the dict PyTorch
-// wrote, but for what memscope does not keep: compile_context ("N/A"), empty user_metadata,
-// external_annotations and PyTorch's allocator_settings.
+// PyTorch's own snapshot (the corpus's small train step), read by memscope and written back, is the
+// dict PyTorch wrote, but for what memscope does not keep: compile_context ("N/A"), empty
+// user_metadata, external_annotations and PyTorch's allocator_settings.
 TEST(SnapshotWriter, APyTorchSnapshotIsWrittenBackAsPyTorchWroteIt) {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): the test runs alone
   if (std::system("python3 -c 'import pickle' >/dev/null 2>&1") != 0) {
     GTEST_SKIP() << "python3 is not available";
   }
-  const TorchSnapshot s = read_torch_snapshot_file(MEMSCOPE_REAL_TRACE);
+  MEMSCOPE_TRACE_OR_SKIP(real, corpus::kSmallTrainStep);
+  const TorchSnapshot s = read_torch_snapshot_file(real);
   if (s.strings.frames.empty()) GTEST_SKIP() << "the reader does not keep frames yet";
   const fs::path ours =
       fs::temp_directory_path() / ("memscope_writer_real_" + std::to_string(getpid()) + ".pickle");
@@ -422,7 +424,7 @@ TEST(SnapshotWriter, APyTorchSnapshotIsWrittenBackAsPyTorchWroteIt) {
       "    if e[\"user_metadata\"] == \"\": del e[\"user_metadata\"]\n"
       "assert ours[\"segments\"] == theirs[\"segments\"], \"segments differ\"\n"
       "assert ours == theirs, \"device traces differ\"\n' " +
-      std::string(MEMSCOPE_REAL_TRACE) + " " + ours.string();
+      real.string() + " " + ours.string();
   EXPECT_EQ(std::system(command.c_str()), 0);  // NOLINT(concurrency-mt-unsafe)
   fs::remove(ours);
 }

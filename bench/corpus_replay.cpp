@@ -35,6 +35,7 @@
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
+#include "steady_state.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 #include "trace_corpus.hpp"
@@ -43,44 +44,7 @@ namespace {
 
 using memscope::ReplayPlan;
 
-struct Series {
-  std::vector<double> ratios;  // peak reserved / peak live, per iteration
-  double maps_per_1k = 0.0;    // map + unmap (or segment alloc + free) calls per 1,000 ops
-};
-
-double ratio(std::size_t reserved, std::size_t live) {
-  return live == 0 ? 0.0 : static_cast<double>(reserved) / static_cast<double>(live);
-}
-
-Series memscope_series(const ReplayPlan& plan, const std::string& config, int iterations) {
-  // Capacity: nothing runs out (a simulated device costs no memory).
-  const std::size_t capacity = std::max<std::size_t>(64 * memscope::GiB, plan.peak_live * 4);
-  memscope::CachingAllocator allocator(std::make_shared<memscope::SimulatedBackend>(capacity),
-                                       memscope::AllocatorConfig::parse(config));
-  Series s;
-  std::int64_t calls = 0;
-  for (int i = 0; i < iterations; ++i) {
-    const memscope::ReplayResult r = memscope::replay(plan, allocator);
-    s.ratios.push_back(ratio(static_cast<std::size_t>(r.peak_reserved), plan.peak_live));
-    calls += r.num_device_alloc + r.num_device_free;
-    for (void* p : r.live_pointers) allocator.deallocate(p);
-  }
-  s.maps_per_1k = 1000.0 * static_cast<double>(calls) /
-                  static_cast<double>(plan.ops.size() * static_cast<std::size_t>(iterations));
-  return s;
-}
-
-template <class Model>
-Series model_series(const ReplayPlan& plan, Model& model, int iterations) {
-  Series s;
-  for (int i = 0; i < iterations; ++i) {
-    // Neither model releases memory: the peak of an iteration is what it holds at its end.
-    (void)model.run(plan);
-    s.ratios.push_back(ratio(model.reserved_bytes(), plan.peak_live));
-    model.release_all();
-  }
-  return s;
-}
+using Series = memscope::bench::SteadyState;
 
 std::string figures(const Series& s) {
   const double worst = *std::max_element(s.ratios.begin(), s.ratios.end());
@@ -168,12 +132,13 @@ int main(int argc, char** argv) {
       const std::vector<std::int64_t> devices = memscope::trace_devices(snapshot);
       if (devices.empty()) continue;
       const ReplayPlan plan = memscope::build_replay_plan(snapshot, devices.front());
-      const Series ours = memscope_series(plan, "", iterations);
+      const Series ours = memscope::bench::memscope_steady_state(plan, "", iterations);
       memscope::bench::TorchRulesReplayer torch(memscope::bench::TieBreak::lowest_address);
-      const Series theirs = model_series(plan, torch, iterations);
-      const Series ours_x = memscope_series(plan, "expandable_segments:true", iterations);
+      const Series theirs = memscope::bench::model_steady_state(plan, torch, iterations);
+      const Series ours_x =
+          memscope::bench::memscope_steady_state(plan, "expandable_segments:true", iterations);
       memscope::bench::TorchExpandableReplayer torch_x;
-      Series theirs_x = model_series(plan, torch_x, iterations);
+      Series theirs_x = memscope::bench::model_steady_state(plan, torch_x, iterations);
       theirs_x.maps_per_1k =
           1000.0 * static_cast<double>(torch_x.result().map_calls) /
           static_cast<double>(plan.ops.size() * static_cast<std::size_t>(iterations));

@@ -157,10 +157,8 @@ class AllocatorCore {
   // block of its stream into the bins when the list is full. Fixed segments only: expandable
   // ones place every block at the lowest address that fits, which a front cache would undo.
   void keep_recent(detail::Block* block) noexcept;
-  // The recent block of exactly `rounded` bytes, taken out of the list, or nullptr. The list
-  // must not be empty. take_newest_recent() looks at the newest block only (the hot path's).
-  [[nodiscard]] static detail::Block* take_recent(detail::RecentFrees& recent,
-                                                  std::size_t rounded) noexcept;
+  // The newest recent block, taken out of the list, when it is of exactly `rounded` bytes; else
+  // nullptr. The list must not be empty.
   [[nodiscard]] static detail::Block* take_newest_recent(detail::RecentFrees& recent,
                                                          std::size_t rounded) noexcept;
   void flush_recent_block(detail::Block* block) noexcept;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
+#include "steady_state.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 #include "trace_corpus.hpp"
@@ -68,6 +70,78 @@ TEST(TorchRules, MemscopeBreaksTiesByRecency) {
   for (std::size_t i = 0; i < ours.series.size(); ++i) {
     EXPECT_EQ(ours.series[i].reserved_bytes, static_cast<std::int64_t>(model.reserved_series[i]))
         << "after op " << i;
+  }
+}
+
+// Random steps of one stream (fixed seeds): memscope's default rules reserve what PyTorch's rules
+// with memscope's tie rule reserve, after every op. The front cache of recently freed blocks must
+// hand out only the block best fit would find (issue 25: the allocation path once took an older
+// front-cached block of the same size, which best fit would not, and reserved more).
+ReplayPlan random_steps(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const std::size_t sizes[] = {4 * KiB, 300 * KiB, 1 * MiB,  3 * MiB,
+                               8 * MiB, 12 * MiB,  26 * MiB, 40 * MiB};
+  ReplayPlan plan;
+  std::vector<std::uint64_t> live;
+  std::uint64_t next_id = 1;
+  for (int i = 0; i < 600; ++i) {
+    if (live.empty() || rng() % 100 < 55) {
+      live.push_back(next_id);
+      plan.ops.push_back(alloc(next_id++, sizes[rng() % std::size(sizes)]));
+    } else {
+      // Mostly the newest (stack-like, as a step frees), sometimes any.
+      const std::size_t at = rng() % 3 == 0 ? rng() % live.size() : live.size() - 1;
+      plan.ops.push_back(release(live[at]));
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+  return plan;
+}
+
+TEST(TorchRules, MemscopeReservesAsTheRulesOnRandomSteps) {
+  for (std::uint64_t seed = 1; seed <= 40; ++seed) {
+    const ReplayPlan plan = random_steps(seed);
+    ReplayOptions options;
+    options.capacity = 64 * GiB;
+    options.record_series = true;
+    const ReplayResult ours = replay(plan, options);
+    const auto model = bench::replay_torch_rules(plan, bench::TieBreak::most_recent);
+    ASSERT_EQ(ours.series.size(), model.reserved_series.size());
+    for (std::size_t i = 0; i < ours.series.size(); ++i) {
+      ASSERT_EQ(ours.series[i].reserved_bytes, static_cast<std::int64_t>(model.reserved_series[i]))
+          << "seed " << seed << ", after op " << i;
+    }
+  }
+}
+
+// Issue 25, on every trace of the corpus (MEMSCOPE_TRACES; skipped without it): memscope's
+// default rules reserve no more than PyTorch's (the model, ties to the lowest address) in each of
+// three iterations back to back, the second and third on the cache the earlier ones left. The
+// front cache once handed out older blocks best fit would not (the compiled GPT-2 step: 1.0831
+// -> 1.1234 from its second iteration, PyTorch 1.0831; cs336-medium ctx128: 1.0340 against
+// 1.0280). Two traces still miss (docs/design.md, "Front cache": a hit just above a free block):
+// they must not get worse than measured.
+TEST(TorchRules, CorpusNeverAbovePyTorchInTheSteadyState) {
+  const auto traces = corpus::all_traces();
+  if (traces.empty())
+    GTEST_SKIP() << "no traces in " << corpus::traces_dir() << " (MEMSCOPE_TRACES)";
+  const std::map<std::string, double> known_misses = {
+      {"torch_snapshot_cs336-xl_ctx256_bs4_fwd_bf16.pickle", 1.0429},
+      {"torch_snapshot_octree-nca2d_wsi_inference.pickle", 1.3466}};
+  for (const auto& path : traces) {
+    SCOPED_TRACE(path.filename().string());
+    const TorchSnapshot snapshot = read_trace_file(path);
+    const ReplayPlan plan = build_replay_plan(snapshot, trace_devices(snapshot).at(0));
+    const auto ours = bench::memscope_steady_state(plan, "", 3);
+    bench::TorchRulesReplayer model(bench::TieBreak::lowest_address);
+    const auto theirs = bench::model_steady_state(plan, model, 3);
+    const auto miss = known_misses.find(path.filename().string());
+    for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
+      const double bound = miss != known_misses.end() ? miss->second : theirs.ratios[i];
+      EXPECT_LE(ours.ratios[i], bound + 0.00005)
+          << "iteration " << i + 1 << ": memscope " << ours.ratios[i] << ", PyTorch's rules "
+          << theirs.ratios[i];
+    }
   }
 }
 

@@ -239,8 +239,7 @@ int run(const std::string& output_dir, const std::string& given_snapshot) {
   CachingAllocator allocator(backend, memscope::AllocatorConfig::from_env());
   const DeviceView device(*backend);
   auto host = std::make_shared<HostProbe>();
-  memscope::MemoryTracker tracker(
-      {.sources = tracker_sources(allocator, host, device), .report_modes = false});
+  memscope::MemoryTracker tracker({.sources = tracker_sources(allocator, host, device)});
   fmt::print("tracker sources: {}\n", tracker.describe_sources());
 
   {

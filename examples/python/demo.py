@@ -46,7 +46,7 @@ def empty_cache_scenario(device: str, big_bytes: int) -> None:
 
 
 def training_run(device: str, output_dir: str) -> None:
-    tracker = memscope.Tracker(report_modes=False)  # the modes are printed once, here
+    tracker = memscope.Tracker()  # numbers only; how each source measures is printed once, here
     print(f"== stages ({tracker.describe_sources()}) ==")
     if device == "host":
         print("  (on the host, memory the allocator caches stays resident and counts as cpu)")

@@ -64,8 +64,8 @@ class MemorySource {
   [[nodiscard]] virtual std::string mode() const = 0;      // "kernel-hwm", "sampling 1ms", ...
   [[nodiscard]] virtual std::int64_t current() const = 0;  // bytes now
   // How far a reading may be from the exact value, in bytes (the host's RSS counters are
-  // approximate: HostProbe::peak_bound()); 0 for an exact source. Reported as
-  // {stage}_mem_{label}_peak_bound.
+  // approximate: HostProbe::peak_bound()); 0 for an exact source. Reported in
+  // MemoryTracker::notes() (and as {stage}_mem_{label}_peak_bound with report_modes).
   [[nodiscard]] virtual std::int64_t peak_bound() const { return 0; }
   // Opens a window now. Only called when available().
   [[nodiscard]] virtual std::unique_ptr<Window> open_window() = 0;

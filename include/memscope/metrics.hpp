@@ -33,6 +33,9 @@ namespace memscope {
 
 using MetricValue = std::variant<std::int64_t, double, std::string>;
 using Metrics = std::map<std::string, MetricValue, std::less<>>;
+// Text about the metrics, kept out of them so they stay numeric (dashboards plot numbers):
+// label -> note, e.g. "gpu" -> "cuda unavailable: no CUDA driver" (MemoryTracker::notes()).
+using MetricNotes = std::map<std::string, std::string, std::less<>>;
 
 struct FormatOptions {
   bool trainer_compat = false;  // "MB" (really MiB) and "GF" (really 2^30 FLOPs), as Trainer
@@ -44,11 +47,14 @@ struct FormatOptions {
 
 // "***** {split} metrics *****" and one "  key = value" line per metric, keys and values
 // aligned, one block per stage (the text before a key's first '_'; before_init_* goes with
-// init), blocks in the order: keys without a stage, init, then by name.
+// init), blocks in the order: keys without a stage, init, then by name. Numbers are aligned to
+// the widest number; a text value follows its "= " unpadded, so one long text does not widen
+// the column. Then `notes` (MemoryTracker::notes()), if any, once: "  notes:" and one line each.
 [[nodiscard]] std::string format_metrics_table(std::string_view split, const Metrics& metrics,
-                                               const FormatOptions& options = {});
+                                               const FormatOptions& options = {},
+                                               const MetricNotes& notes = {});
 void log_metrics(std::string_view split, const Metrics& metrics, std::FILE* out = stdout,
-                 const FormatOptions& options = {});
+                 const FormatOptions& options = {}, const MetricNotes& notes = {});
 
 void save_metrics(std::string_view split, const Metrics& metrics,
                   const std::filesystem::path& output_dir, bool combined = true);

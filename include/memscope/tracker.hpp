@@ -15,11 +15,13 @@
 // bytes, {stage}_mem_{label}_alloc_delta = end - begin (may be negative) and
 // {stage}_mem_{label}_peaked_delta = max(0, peak - end), where label is "cpu" or "gpu" when
 // there is one source of that kind, and "cpu"/"gpu" (the first) plus "gpu0", "gpu1", ... when
-// there are several; optionally _begin, _end and _peak; {stage}_runtime in seconds; and
-// {stage}_mem_{label}_mode, how the source measured ("kernel-hwm", "sampling 1ms",
-// "unavailable: <reason>"), with {stage}_mem_{label}_peak_bound, how many bytes its numbers may
-// be off, for a source that is not exact (the host). An unavailable source contributes no
-// numbers.
+// there are several; optionally _begin, _end and _peak; {stage}_runtime in seconds. Every value
+// is a number, so the metrics go to dashboards as they are. An unavailable source contributes
+// no numbers. How each source measures ("kernel-hwm", "sampling 1ms", "unavailable: <reason>")
+// and how many bytes a source that is not exact (the host) may be off are notes(), once per
+// source, which log_metrics prints under the table (its `notes` argument).
+// TrackerOptions::report_modes puts them in every stage's metrics as well, as before:
+// {stage}_mem_{label}_mode (text) and {stage}_mem_{label}_peak_bound (bytes).
 //
 // "init" is the memory spent from the tracker's construction to the first start() (or an
 // "init" stage the caller runs); its metrics and before_init_mem_{label} (the value at
@@ -55,8 +57,8 @@ struct TrackerOptions {
   std::vector<std::shared_ptr<MemorySource>> sources;
   bool skip_memory_metrics = false;  // MEMSCOPE_SKIP_MEMORY_METRICS=1 also sets it
   bool absolute_values = false;      // add {stage}_mem_{label}_begin, _end and _peak
-  bool report_modes = true;          // add {stage}_mem_{label}_mode
-  bool implicit_init = true;         // an "init" stage from construction to the first start()
+  bool report_modes = false;  // add {stage}_mem_{label}_mode (text) and _peak_bound per stage
+  bool implicit_init = true;  // an "init" stage from construction to the first start()
 };
 
 class MemoryTracker {
@@ -93,6 +95,9 @@ class MemoryTracker {
     std::string mode;  // how it measures, or "unavailable: <reason>"
   };
   [[nodiscard]] std::vector<SourceInfo> sources() const;
+  // How each source measures, once: label -> "host rss (pid 42), kernel-hwm, peaks within
+  // 744.00 KiB" / "cuda unavailable: no CUDA driver" (for log_metrics' `notes`).
+  [[nodiscard]] MetricNotes notes() const;
   // One line: "cpu: host rss (pid 42), kernel-hwm; gpu: unavailable: no CUDA driver".
   [[nodiscard]] std::string describe_sources() const;
   [[nodiscard]] std::vector<std::string> running_stages() const;

@@ -7,9 +7,11 @@
     t.metrics   # {"init_mem_cpu_alloc_delta": ..., "train_mem_cpu_alloc_delta": ..., ...}
 
 Keys (bytes): {stage}_mem_{cpu,gpu}_alloc_delta (end - begin, may be negative) and
-{stage}_mem_{cpu,gpu}_peaked_delta (max(0, peak - end)); {stage}_runtime in seconds;
-{stage}_mem_{label}_mode says how each number was measured. Memory spent before the first
-stage is reported once as init_* (with before_init_mem_*), as the Trainer does.
+{stage}_mem_{cpu,gpu}_peaked_delta (max(0, peak - end)); {stage}_runtime in seconds. Every
+value is a number; how each source measured (and why one is unavailable) is ``t.notes``, once
+per source, which ``t.log_metrics()`` prints under the table (report_modes=True also puts
+{stage}_mem_{label}_mode and _peak_bound in every stage's metrics). Memory spent before the
+first stage is reported once as init_* (with before_init_mem_*), as the Trainer does.
 MEMSCOPE_SKIP_MEMORY_METRICS=1 (or skip_memory_metrics=True) makes the tracker free.
 
 Metric values given to log_metrics, save_metrics and metrics_format are ints (anything with
@@ -126,7 +128,7 @@ class Tracker:
     def __init__(self, sources: Optional[Iterable[Any]] = None, *,
                  allocators: Optional[Iterable[Device]] = None,
                  skip_memory_metrics: bool = False, absolute_values: bool = False,
-                 report_modes: bool = True, implicit_init: bool = True) -> None:
+                 report_modes: bool = False, implicit_init: bool = True) -> None:
         skip = skip_memory_metrics or _memscope._skip_memory_metrics_from_env()
         # A skipped tracker is free: it opens no source, so do not even build them.
         srcs = [] if skip else _sources(sources, allocators)
@@ -181,6 +183,12 @@ class Tracker:
         """[{label, name, kind, available, mode}] for each source."""
         return self._impl.sources()
 
+    @property
+    def notes(self) -> dict[str, str]:
+        """How each source measures, once per source label: {"cpu": "host rss (pid 42),
+        kernel-hwm, peaks within 744.00 KiB", "gpu": "cuda unavailable: ..."}."""
+        return self._impl.notes() if self._impl.enabled else {}
+
     def describe_sources(self) -> str:
         return self._impl.describe_sources()
 
@@ -189,7 +197,9 @@ class Tracker:
 
     def log_metrics(self, split: str = "all", file: Optional[TextIO] = None,
                     trainer_compat: bool = False) -> None:
-        log_metrics(split, self.metrics, file=file, trainer_compat=trainer_compat)
+        """The table of every metric so far, and the sources' notes once under it."""
+        log_metrics(split, self.metrics, file=file, trainer_compat=trainer_compat,
+                    notes=self.notes)
 
     def save_metrics(self, split: str, output_dir: Union[str, os.PathLike[str]] = ".",
                      combined: bool = True) -> None:
@@ -216,9 +226,10 @@ def track(stage: str) -> _Stage:
 
 
 def log_metrics(split: str, metrics: dict[str, Any], file: Optional[TextIO] = None,
-                trainer_compat: bool = False) -> None:
-    """Prints "***** {split} metrics *****" and an aligned table, one block per stage."""
-    print(format_metrics_table(split, metrics, trainer_compat),
+                trainer_compat: bool = False, notes: Optional[dict[str, str]] = None) -> None:
+    """Prints "***** {split} metrics *****" and an aligned table, one block per stage, then
+    ``notes`` ({label: text}, such as Tracker.notes) once."""
+    print(format_metrics_table(split, metrics, trainer_compat, notes or {}),
           end="", file=file if file is not None else sys.stdout)
 
 

@@ -138,8 +138,8 @@ class MemoryMetricsCallback(TrainerCallback):
     """Exact per-stage memory metrics for a Trainer; see the module docstring.
 
     tracker: the Tracker to use (default: a new one with the default sources, this process's
-    RSS and the current GPU's allocated bytes when there is one, without the text-valued
-    *_mode metrics, which are logged once instead).
+    RSS and the current GPU's allocated bytes when there is one; its metrics are numbers only,
+    and how each source measures is logged once).
     log: also log the metrics (trainer.log when attached, else state.log_history and logging).
     last_metrics: everything memscope measured at its last report, runtimes included, under
     memscope's own names.
@@ -153,9 +153,9 @@ class MemoryMetricsCallback(TrainerCallback):
     def __init__(self, tracker: Optional[Tracker] = None, *, log: bool = True,
                  across_ranks: Optional[bool] = None,
                  gather_timeout: float = distributed.DEFAULT_TIMEOUT) -> None:
-        # Modes are text: Trainer integrations (TensorBoard, W&B) log scalars, so they are said
-        # once in the log instead of in every metrics dict.
-        self.tracker = tracker if tracker is not None else Tracker(report_modes=False)
+        # Trainer integrations (TensorBoard, W&B) log scalars: the default Tracker's metrics are
+        # numbers only, and how each source measures is said once in the log instead.
+        self.tracker = tracker if tracker is not None else Tracker()
         _log_sources(self.tracker)
         self.log = log
         self._trainer: Any = None

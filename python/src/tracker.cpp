@@ -96,7 +96,7 @@ void bind_tracker(nb::module_& m) {
             new (self) PyTracker{std::move(tracker)};
           },
           nb::arg("sources"), nb::arg("skip_memory_metrics") = false,
-          nb::arg("absolute_values") = false, nb::arg("report_modes") = true,
+          nb::arg("absolute_values") = false, nb::arg("report_modes") = false,
           nb::arg("implicit_init") = true)
       .def(
           "start", [](PyTracker& t, const std::string& stage) { t.impl->start(stage); },
@@ -159,6 +159,10 @@ void bind_tracker(nb::module_& m) {
              return out;
            })
       .def(
+          "notes", [](const PyTracker& t) { return t.impl->notes(); },
+          nb::call_guard<nb::gil_scoped_release>(),
+          "How each source measures, once: {label: note} (log_metrics prints them).")
+      .def(
           "describe_sources", [](const PyTracker& t) { return t.impl->describe_sources(); },
           nb::call_guard<nb::gil_scoped_release>())
       .def(
@@ -194,10 +198,14 @@ void bind_tracker(nb::module_& m) {
       "FLOPs; trainer_compat prints the Trainer's \"MB\"/\"GF\" instead.");
   m.def(
       "format_metrics_table",
-      [](const std::string& split, const nb::dict& metrics, bool trainer_compat) {
-        return format_metrics_table(split, to_metrics(metrics), FormatOptions{trainer_compat});
+      [](const std::string& split, const nb::dict& metrics, bool trainer_compat,
+         const MetricNotes& notes) {
+        return format_metrics_table(split, to_metrics(metrics), FormatOptions{trainer_compat},
+                                    notes);
       },
-      nb::arg("split"), nb::arg("metrics"), nb::arg("trainer_compat") = false);
+      nb::arg("split"), nb::arg("metrics"), nb::arg("trainer_compat") = false,
+      nb::arg("notes") = MetricNotes{},
+      "The aligned table log_metrics prints, and `notes` ({label: text}) once under it.");
   m.def(
       "save_metrics",
       [](const std::string& split, const nb::dict& metrics, const std::filesystem::path& dir,

@@ -43,7 +43,7 @@ def test_nested_stages_exact_on_simulated_allocator(sim_spec: str) -> None:
     assert gpu(m, "train", "peaked_delta") == 400 * MiB - 120 * MiB
     assert gpu(m, "eval", "alloc_delta") == 20 * MiB
     assert gpu(m, "eval", "peaked_delta") == 160 * MiB - 130 * MiB
-    assert m["train_mem_gpu_mode"] == "peak-scope"
+    assert t.notes["gpu"].endswith(", peak-scope")
     assert isinstance(m["train_runtime"], float)
     for p in (base, keep, kept_by_eval):
         memscope.free(p, sim_spec)
@@ -80,7 +80,7 @@ def test_cpu_deltas_within_tolerance() -> None:
     assert abs(cpu(m, "train", "peaked_delta") - 512 * MiB) <= 8 * MiB
     assert abs(cpu(m, "eval", "alloc_delta")) <= 4 * MiB
     assert abs(cpu(m, "eval", "peaked_delta") - 512 * MiB) <= 8 * MiB
-    assert m["train_mem_cpu_mode"] == memscope.host.mode()
+    assert memscope.host.mode() in t.notes["cpu"]
     assert "train_mem_gpu_alloc_delta" not in m
     del kept
 
@@ -94,7 +94,7 @@ def test_sampling_fallback_within_tolerance_and_reported() -> None:
         time.sleep(0.01)  # a peak must last a sampling interval or two to be seen
         del transient
     m = t.metrics
-    assert m["train_mem_cpu_mode"] == "sampling 1ms"
+    assert "sampling 1ms" in t.notes["cpu"]
     assert abs(cpu(m, "train", "peaked_delta") - 256 * MiB) <= 16 * MiB
 
 
@@ -154,10 +154,35 @@ def test_sources_and_unavailable_gpu(sim: memscope.Allocator) -> None:
             pass
         m = t.metrics
         assert "train_mem_gpu_alloc_delta" not in m
-        assert m["train_mem_gpu_mode"].startswith("unavailable")
+        assert "unavailable: " in t.notes["gpu"]
     assert "cpu:" in t.describe_sources()
     two = memscope.Tracker(allocators=[sim, "sim:2GiB"])
     assert [s["label"] for s in two.sources()] == ["cpu", "gpu0", "gpu1"]
+
+
+def test_metrics_are_numbers_and_log_metrics_prints_the_notes_once(
+        sim: memscope.Allocator, capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's Tracker() without a GPU: no text in the metrics (dashboards plot numbers),
+    the unavailable GPU's long reason printed once under the table, numbers not padded to it."""
+    reason = "the CUDA driver library could not be loaded " * 5
+    t = memscope.Tracker([memscope.allocator_source(sim),
+                          memscope.unavailable_source("gpu", "cuda", reason)])
+    for stage in ("train", "eval", "test"):
+        with t.stage(stage):
+            pass
+    m = t.metrics
+    assert m and all(isinstance(v, (int, float)) for v in m.values()), m
+    t.log_metrics("all")
+    out = capsys.readouterr().out
+    assert out.count(reason.strip()) == 1, out
+    assert "notes:" in out
+    table = out.split("notes:")[0]
+    assert max(len(line) for line in table.splitlines()) < 80, table
+    json.dumps(m)  # save_metrics' JSON: numbers only
+    with_modes = memscope.Tracker([memscope.allocator_source(sim)], report_modes=True)
+    with with_modes.stage("train"):
+        pass
+    assert with_modes.metrics["train_mem_gpu_mode"] == "peak-scope"
 
 
 def test_update_metrics_like_the_trainer(sim: memscope.Allocator) -> None:
@@ -207,7 +232,7 @@ def test_python_source_with_cascade_peaks() -> None:
     assert m["outer_mem_gpu_peaked_delta"] == 100 and m["outer_mem_gpu_alloc_delta"] == 0
     assert m["inner_mem_gpu_peaked_delta"] == 50 - 30 and m["inner_mem_gpu_alloc_delta"] == 20
     assert m["late_mem_gpu_peaked_delta"] == 70 and m["late_mem_gpu_alloc_delta"] == -20
-    assert m["outer_mem_gpu_mode"] == "fake counter"
+    assert t.notes == {"gpu": "fake, fake counter"}
 
 
 def test_cascade_source_subclass_and_callback_errors() -> None:

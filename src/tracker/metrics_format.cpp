@@ -145,13 +145,18 @@ std::map<std::string, std::string> metrics_format(const Metrics& metrics,
 }
 
 std::string format_metrics_table(std::string_view split, const Metrics& metrics,
-                                 const FormatOptions& options) {
+                                 const FormatOptions& options, const MetricNotes& notes) {
   std::map<std::string, std::string> formatted = metrics_format(metrics, options);
   std::size_t key_width = 0;
   std::size_t value_width = 0;
   for (const auto& [key, text] : formatted) {
     key_width = std::max(key_width, key.size());
-    value_width = std::max(value_width, text.size());
+    // Only numbers set the column's width: one long text (a source's "unavailable: ..."
+    // reason) would otherwise push every number far to the right.
+    const auto value = metrics.find(key);
+    if (!std::holds_alternative<std::string>(value->second)) {
+      value_width = std::max(value_width, text.size());
+    }
   }
   // Blocks: keys without a stage first, then init (it happened first), then by name; keys
   // inside a block sorted, which puts alloc_delta before peaked_delta.
@@ -170,15 +175,21 @@ std::string format_metrics_table(std::string_view split, const Metrics& metrics,
     if (!first) table += '\n';
     first = false;
     for (const std::string* key : blocks[name]) {
-      table += fmt::format("  {:<{}} = {:>{}}\n", *key, key_width, formatted[*key], value_width);
+      const bool text = std::holds_alternative<std::string>(metrics.find(*key)->second);
+      table += fmt::format("  {:<{}} = {:>{}}\n", *key, key_width, formatted[*key],
+                           text ? 0 : value_width);
     }
+  }
+  if (!notes.empty()) {
+    table += "\n  notes:\n";
+    for (const auto& [label, note] : notes) table += fmt::format("    {}: {}\n", label, note);
   }
   return table;
 }
 
 void log_metrics(std::string_view split, const Metrics& metrics, std::FILE* out,
-                 const FormatOptions& options) {
-  std::string table = format_metrics_table(split, metrics, options);
+                 const FormatOptions& options, const MetricNotes& notes) {
+  std::string table = format_metrics_table(split, metrics, options, notes);
   std::fwrite(table.data(), 1, table.size(), out);
   std::fflush(out);
 }

@@ -53,7 +53,7 @@ struct MemoryTracker::Impl final : detail::ForkHooks {
   bool implicit_init_running = false;
   bool init_reported = false;
   bool absolute_values = false;
-  bool report_modes = true;
+  bool report_modes = false;
 
   void before_fork() noexcept override {
     mutex.lock();  // NOLINT(bugprone-unhandled-exception-at-new): std::mutex::lock

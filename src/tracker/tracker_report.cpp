@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "memscope/errors.hpp"
+#include "memscope/units.hpp"
 #include "tracker/tracker_impl.hpp"
 
 namespace memscope {
@@ -84,6 +85,22 @@ std::vector<MemoryTracker::SourceInfo> MemoryTracker::sources() const {
   for (const Impl::Slot& s : impl_->slots) {
     // The indexed label where there is one ("gpu0"); the first of several also reports as "gpu".
     out.push_back({s.labels.back(), s.source->name(), s.source->kind(), s.available, s.mode});
+  }
+  return out;
+}
+
+MetricNotes MemoryTracker::notes() const {
+  MetricNotes out;
+  if (!impl_) return out;
+  std::lock_guard lock(impl_->mutex);
+  for (const Impl::Slot& s : impl_->slots) {
+    std::string note =
+        s.available ? s.source->name() + ", " + s.mode : s.source->name() + " " + s.mode;
+    // The bound is the source's, not a stage's: the host's RSS slack depends on the CPUs.
+    if (const std::int64_t bound = s.available ? s.source->peak_bound() : 0; bound > 0) {
+      note += ", peaks within " + format_bytes(bound);
+    }
+    out.insert_or_assign(s.labels.back(), std::move(note));
   }
   return out;
 }

@@ -50,6 +50,26 @@ def test_metrics_match_the_library_table(tmp_path: Path) -> None:
     assert "***** all metrics *****" in out and "eval_loss" in out
 
 
+def test_metrics_of_the_default_tracker(tmp_path: Path) -> None:
+    """Issue 27: the README's Tracker() on a machine without a GPU put the unavailable GPU's
+    230-character reason in every stage's metrics. Saved and reported, they are numbers only,
+    and the report's values are not padded to any text."""
+    memscope_py = pytest.importorskip("memscope")
+    t = memscope_py.Tracker()
+    for stage in ("train", "eval"):
+        with t.stage(stage):
+            pass
+    t.save_metrics("all", tmp_path)
+    saved = json.loads((tmp_path / "all_results.json").read_text())
+    assert saved and all(isinstance(v, (int, float)) for v in saved.values()), saved
+    out = memscope("report", tmp_path / "all_results.json", check=True).stdout
+    assert "train_mem_cpu_alloc_delta" in out and "_mode" not in out
+    assert max(len(line) for line in out.splitlines()) < 80, out
+    from memscope.distributed import _check  # what gather() accepts: numbers only
+
+    assert _check(t.metrics) == t.metrics
+
+
 def test_metrics_html(tmp_path: Path, artifacts: Path) -> None:
     path = tmp_path / "train_results.json"
     path.write_text(json.dumps(TRAINER_METRICS))

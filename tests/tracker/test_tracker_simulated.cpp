@@ -42,7 +42,7 @@ TEST_F(TrackerOnSimulatedDevice, TransientSpikeInsideAStage) {
   }
   Metrics m = tracker.metrics("train");
   expect_stage(m, "train", 100 * MB, 300 * MB);
-  EXPECT_EQ(std::get<std::string>(m.at("train_mem_gpu_mode")), "peak-scope");
+  EXPECT_NE(tracker.notes().at("gpu").find(", peak-scope"), std::string::npos);
   EXPECT_TRUE(m.contains("train_runtime"));
   gpu.deallocate(kept);
 }
@@ -152,8 +152,51 @@ TEST_F(TrackerOnSimulatedDevice, UnavailableSourceContributesNothingAndSaysWhy) 
   tracker.stop("train");
   Metrics m = tracker.metrics("train");
   EXPECT_FALSE(m.contains("train_mem_gpu_alloc_delta"));
-  EXPECT_EQ(std::get<std::string>(m.at("train_mem_gpu_mode")), "unavailable: no CUDA driver");
+  EXPECT_EQ(tracker.notes().at("gpu"), "cuda:0 unavailable: no CUDA driver");
   EXPECT_NE(tracker.describe_sources().find("no CUDA driver"), std::string::npos);
+}
+
+// The metrics a stage reports are numbers only (dashboards plot them); the text says how they
+// were measured once, under log_metrics' table, not as a key per stage padded to its width.
+TEST_F(TrackerOnSimulatedDevice, MetricsAreNumbersAndTheNotesArePrintedOnce) {
+  const std::string reason(200, 'r');
+  MemoryTracker tracker({.sources = {make_allocator_source(gpu),
+                                     make_unavailable_source(SourceKind::gpu, "cuda:0", reason)}});
+  Metrics m;
+  for (const char* stage : {"train", "eval"}) {
+    tracker.start(stage);
+    tracker.stop(stage);
+    tracker.update_metrics(stage, m);
+  }
+  ASSERT_TRUE(m.contains("train_mem_gpu_alloc_delta"));
+  for (const auto& [key, value] : m) {
+    EXPECT_FALSE(std::holds_alternative<std::string>(value)) << key;
+  }
+  const std::string table = format_metrics_table("all", m, {}, tracker.notes());
+  std::size_t count = 0;
+  for (std::size_t at = table.find(reason); at != std::string::npos;
+       at = table.find(reason, at + 1)) {
+    ++count;
+  }
+  EXPECT_EQ(count, 1u) << table;
+  // No line is padded anywhere near the reason's width.
+  const std::string first_line_of_eval = table.substr(table.find("  eval_"));
+  EXPECT_LT(first_line_of_eval.find('\n'), 80u) << table;
+}
+
+// With report_modes, the old per-stage keys are back; a text value does not widen the column.
+TEST_F(TrackerOnSimulatedDevice, ReportModesPutsTheTextInEveryStage) {
+  MemoryTracker tracker(
+      {.sources = {make_allocator_source(gpu),
+                   make_unavailable_source(SourceKind::gpu, "cuda:0", std::string(200, 'r'))},
+       .report_modes = true});
+  tracker.start("train");
+  tracker.stop("train");
+  Metrics m = tracker.metrics("train");
+  EXPECT_EQ(std::get<std::string>(m.at("train_mem_gpu_mode")), "peak-scope");
+  const std::string table = format_metrics_table("train", m);
+  const std::size_t line = table.find("  train_mem_gpu_alloc_delta");
+  EXPECT_LT(table.find('\n', line) - line, 80u) << table;
 }
 
 TEST_F(TrackerOnSimulatedDevice, AbsoluteValuesOnRequest) {

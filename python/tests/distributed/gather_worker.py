@@ -47,7 +47,7 @@ def parity_group(engine: str, rank: int, size: int):
 def stage_metrics(rank: int) -> dict:
     host = memscope.Allocator("host", config="")
     tracker = memscope.Tracker(sources=[memscope.allocator_source(host, kind="cpu")],
-                               report_modes=False, implicit_init=False)
+                               implicit_init=False)
     held = []
     with tracker.stage("train"):
         held.append(memscope.alloc((rank + 1) * 3 * MiB, host))

@@ -11,8 +11,9 @@ MiB = 1 << 20
 
 
 def run_record(stages: dict[str, int], processes: dict[str, int], duration: float = 10.0,
-               peak: int = 900 * MiB) -> dict:
-    """A run with the given stages (name -> tree RSS peak) and processes (command -> peak RSS)."""
+               peak: int = 900 * MiB, ranks: dict[str, int] | None = None) -> dict:
+    """A run with the given stages (name -> tree RSS peak) and processes (command -> peak RSS),
+    `ranks` naming the rank of some processes (command -> rank)."""
     t = [0.1 * i for i in range(int(duration * 10) + 1)]
     stage_list = []
     marks = []
@@ -34,6 +35,10 @@ def run_record(stages: dict[str, int], processes: dict[str, int], duration: floa
                              "peak_rss_source": "VmHWM", "peak_gpu": -1,
                              "exit_code": 0 if i == 0 else None, "exit_signal": None,
                              "t": t, "rss": [rss // 2] * len(t), "gpu": []})
+        if ranks and command in ranks:
+            process_list[-1]["rank"] = {"rank": ranks[command], "variable": "RANK",
+                                        "local_rank": ranks[command], "world_size": len(ranks),
+                                        "local_world_size": len(ranks)}
     return {"format": "memscope-run", "version": 1, "command": ["python3", "train.py"],
             "start_unix": 1.7e9, "duration": duration, "interval": 0.1, "exit_code": 0,
             "child_exit_code": 0, "child_signal": None, "gpu_status": "no GPU watched (test)",

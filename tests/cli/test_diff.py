@@ -87,6 +87,53 @@ def test_runs_by_stage_and_command(tmp_path: Path, artifacts: Path) -> None:
     assert data["commands"][0]["change"] == 300 * MiB
 
 
+SHIM = "bash /home/u/.pyenv/libexec/pyenv-version-name"
+KiB = 1 << 10
+
+
+def test_runs_match_a_renamed_script_and_the_verdict_skips_small_processes(
+        tmp_path: Path, artifacts: Path) -> None:
+    """Issue 27: after train.py became train_v2.py the verdict named a shim (-40 KiB) and missed
+    +300 MiB in train. Processes match by command line, then program and script, then role (the
+    command itself, the rank, the program), and a verdict never names one under 1% of the peak."""
+    a = write_run(tmp_path / "a.json", stages={"train": 700 * MiB},
+                  processes={"python3 train.py": 650 * MiB, SHIM: 3 * MiB + 40 * KiB,
+                             "python3 -u /x/worker.py --id 0": 100 * MiB,
+                             "python3 -u /x/worker.py --id 1": 100 * MiB,
+                             "python3 rank_a.py": 200 * MiB, "python3 rank_b.py": 220 * MiB},
+                  ranks={"python3 rank_a.py": 0, "python3 rank_b.py": 1}, peak=900 * MiB)
+    b = write_run(tmp_path / "b.json", stages={"train": 1000 * MiB},
+                  processes={"python3 train_v2.py --lr 3": 950 * MiB, SHIM: 3 * MiB,
+                             "python3 /y/worker.py --id 5": 110 * MiB,
+                             "python3 /y/worker.py --id 6": 100 * MiB,
+                             "python3 rank_b_renamed.py": 230 * MiB,
+                             "python3 rank_a_renamed.py": 205 * MiB},
+                  ranks={"python3 rank_a_renamed.py": 0, "python3 rank_b_renamed.py": 1},
+                  peak=1200 * MiB)
+    out_json = artifacts / "runs-renamed-diff.json"
+    out = memscope("diff", a, b, "--json", out_json, check=True).stdout
+    assert "the process that changed most: python3 train_v2.py --lr 3 (A: python3 train.py)" in out
+    assert "(+300.00 MiB peak RSS)" in out
+    rows = {r["where"]: r for r in json.loads(out_json.read_text())["commands"]}
+    train = rows["python3 train_v2.py --lr 3 (A: python3 train.py)"]
+    assert (train["matched_by"], train["change"]) == ("the command", 300 * MiB)
+    assert rows[SHIM]["matched_by"] == "command line"
+    worker = rows["python3 /y/worker.py --id 5 (A: python3 -u /x/worker.py --id 0)"]
+    assert (worker["matched_by"], worker["change"]) == ("program and script", 10 * MiB)
+    rank1 = rows["python3 rank_b_renamed.py (A: python3 rank_b.py)"]
+    assert (rank1["matched_by"], rank1["change"]) == ("rank 1", 10 * MiB)
+    assert not any(r["matched_by"].startswith("only in") for r in rows.values())
+
+    # Nothing that matters changed: a shim's +40 KiB (under 1% of the peak) is no verdict.
+    c = write_run(tmp_path / "c.json", stages={"train": 700 * MiB},
+                  processes={"python3 train.py": 650 * MiB, SHIM: 3 * MiB}, peak=900 * MiB)
+    d = write_run(tmp_path / "d.json", stages={"train": 700 * MiB},
+                  processes={"python3 train.py": 650 * MiB, SHIM: 3 * MiB + 40 * KiB},
+                  peak=900 * MiB)
+    out = memscope("diff", c, d, check=True).stdout
+    assert "changed most" not in out, out
+
+
 def test_runs_recorded_by_memscope_run(tmp_path: Path) -> None:
     # The same command line allocating 40 and 140 MiB (the size comes from the environment, so
     # the processes match by command line).

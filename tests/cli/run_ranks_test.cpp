@@ -144,7 +144,8 @@ TEST(RankEnv, ReadsARealChildsEnvironment) {
   int status = 0;
   rusage usage{};
   EXPECT_EQ(::wait4(pid, &status, 0, &usage), pid);
-  watcher.reaped(static_cast<int>(pid), 0, "", status, usage, 2'000'000);
+  watcher.reaped(static_cast<int>(pid), {.start_ticks = 0, .command = "", .reaped_a_child = false},
+                 status, usage, 2'000'000);
   const RunRecord record = watcher.finish(3'000'000, {"sleep"}, 0.0, 0);
   ASSERT_EQ(record.ranks.size(), 1U);
   const RunRank& r = record.ranks.front();

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -25,6 +26,8 @@
 #include "cli.hpp"
 #include "probes/proc_files.hpp"
 #include "process_tree.hpp"
+#include "report_builders.hpp"
+#include "run_helpers.hpp"
 #include "run_marks.hpp"
 #include "run_record.hpp"
 #include "run_summary.hpp"
@@ -206,6 +209,85 @@ TEST(RunRecordStages, TheStageOfAMomentIsTheInnermostOpenOne) {
       << format_run_summary(record);
 }
 
+// Issue 27: a pyenv shim's helpers (4 to 30 rows of bash, sed, cat) collapse into one row; a
+// process that lived long, peaked high, or marked a stage keeps its own. Random records (fixed
+// seed) check the rule against a plain reading of it.
+TEST(RunSummary, ShortLivedHelpersCollapseIntoOneRow) {
+  RunRecord record;
+  record.peak_tree_rss = std::int64_t{1} << 30;
+  const auto add = [&record](int pid, std::string command, double start, double end,
+                             std::int64_t peak) {
+    RunProcess p;
+    p.pid = pid;
+    p.command = std::move(command);
+    p.start = start;
+    p.end = end;
+    p.peak_rss = peak;
+    p.peak_rss_source = "sampled";
+    p.exit_code = 0;
+    record.processes.push_back(std::move(p));
+  };
+  constexpr std::int64_t kMiB = std::int64_t{1} << 20;
+  add(10, "/home/u/.pyenv/shims/python train.py", 0.0, 30.0, 900 * kMiB);  // the command
+  add(11, "bash /home/u/.pyenv/libexec/pyenv-version-name", 0.01, 0.05, 3 * kMiB);
+  add(12, "/usr/bin/sed -e s/x/y/", 0.02, 0.03, 2 * kMiB);
+  add(13, "[cat]", 0.03, 0.04, kMiB);
+  add(14, "bash /home/u/.pyenv/libexec/pyenv-exec", 0.04, 0.2, 4 * kMiB);
+  add(15, "python worker.py", 0.5, 0.9, 200 * kMiB);  // short, but 20% of the peak
+  add(16, "sleep 5", 1.0, 6.0, kMiB);                 // small, but lived 5 s
+  add(17, "python stage.py", 2.0, 2.5, 2 * kMiB);     // small and short, but marked a stage
+  record.marks.push_back({2.1, 17, "begin", "load", -1, {}});
+  const std::vector<bool> helpers = short_lived_helpers(record);
+  EXPECT_EQ(helpers, (std::vector<bool>{false, true, true, true, true, false, false, false}));
+  const HelperRow row = helper_row(record, helpers);
+  EXPECT_EQ(row.count, 4U);
+  EXPECT_EQ(row.first, 1U);
+  EXPECT_EQ(row.peak_rss, 4 * kMiB);
+  EXPECT_EQ(row.command, "4 short-lived helpers: bash × 2, cat × 1, sed × 1");
+  const std::string summary = format_run_summary(record);
+  EXPECT_NE(summary.find("4 short-lived helpers: bash × 2"), std::string::npos) << summary;
+  EXPECT_EQ(summary.find("pyenv-version-name"), std::string::npos) << summary;
+  for (const char* kept : {"worker.py", "sleep 5", "stage.py"}) {
+    EXPECT_NE(summary.find(kept), std::string::npos) << kept << "\n" << summary;
+  }
+  // The HTML report's process table has the same one row.
+  const Report report = report_of_run(record);
+  ASSERT_FALSE(report.tables.empty());
+  const Table& processes = report.tables.front();
+  ASSERT_EQ(processes.title, "Processes");
+  ASSERT_EQ(processes.rows.size(), 5U);  // the command, the helpers, three kept
+  EXPECT_EQ(processes.rows[1][1], row.command);
+  // One helper alone is not collapsed.
+  record.processes.resize(2);
+  EXPECT_EQ(short_lived_helpers(record), (std::vector<bool>{false, false}));
+
+  std::mt19937 random(27);
+  for (int round = 0; round < 200; ++round) {
+    RunRecord r;
+    r.peak_tree_rss = std::int64_t{1} << 30;
+    const int n = 1 + static_cast<int>(random() % 12);
+    for (int i = 0; i < n; ++i) {
+      RunProcess p;
+      p.pid = 100 + i;
+      p.command = (random() % 2 != 0) ? "bash x" : "sed y";
+      p.start = static_cast<double>(random() % 100) / 10;
+      p.end = random() % 5 == 0 ? -1.0 : p.start + static_cast<double>(random() % 30) / 20;
+      p.peak_rss = static_cast<std::int64_t>(random() % 30) * kMiB;
+      r.processes.push_back(std::move(p));
+    }
+    const std::vector<bool> got = short_lived_helpers(r);
+    std::vector<bool> want(r.processes.size(), false);
+    std::size_t count = 0;
+    for (std::size_t i = 1; i < r.processes.size(); ++i) {
+      const RunProcess& p = r.processes[i];
+      want[i] = p.end >= 0 && p.end - p.start < 1.0 && p.peak_rss * 100 < r.peak_tree_rss;
+      if (want[i]) ++count;
+    }
+    if (count < 2) want.assign(want.size(), false);
+    EXPECT_EQ(got, want) << "round " << round;
+  }
+}
+
 TEST(RunSummary, ShortensLongCommandsKeepingBothEnds) {
   EXPECT_EQ(shorten_command("python a.py", 48), "python a.py");
   const std::string cut = shorten_command(std::string(100, 'x') + " --seed 7", 20);
@@ -239,11 +321,17 @@ RunProcess reaped_child_peak(std::int64_t bytes, std::int64_t lower_by, std::int
   watcher.set_start(0);
   watcher.sample(1'000'000);
   EXPECT_EQ(::write(go[1], &byte, 1), 1);
+  siginfo_t info{};
+  EXPECT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);
+  const std::optional<bool> reaped_a_child = read_reaped_a_child(static_cast<int>(pid));
+  EXPECT_EQ(reaped_a_child, std::optional<bool>(false));  // it forked nothing
   int status = 0;
   rusage usage{};
   EXPECT_EQ(::wait4(pid, &status, 0, &usage), pid);
   usage.ru_maxrss -= lower_by / 1024;
-  watcher.reaped(static_cast<int>(pid), 0, "", status, usage, 2'000'000);
+  watcher.reaped(static_cast<int>(pid),
+                 {.start_ticks = 0, .command = "", .reaped_a_child = reaped_a_child}, status, usage,
+                 2'000'000);
   for (int fd : {go[0], go[1], ready[0], ready[1]}) ::close(fd);
   const RunRecord record = watcher.finish(3'000'000, {"child"}, 0.0, 0);
   for (const RunProcess& process : record.processes) {
@@ -308,6 +396,71 @@ class Handshake {
   int ready_[2] = {-1, -1};
   int go_[2] = {-1, -1};
 };
+
+// A child of this test that forks a grandchild touching `bytes`, reaps it, and waits on the
+// handshake; the watcher samples the child (or not), then reaps it as `memscope run` does.
+struct ReapedParent {
+  RunProcess process;
+  std::int64_t wait4_maxrss = -1;
+  std::optional<bool> reaped_a_child;
+};
+ReapedParent reaped_parent_of_a_fat_child(std::int64_t bytes, bool sample_it) {
+  const Handshake handshake;
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const pid_t grandchild = ::fork();
+    if (grandchild == 0) {
+      volatile char* touched = static_cast<char*>(std::malloc(static_cast<std::size_t>(bytes)));
+      for (std::int64_t i = 0; touched != nullptr && i < bytes; i += 4096) touched[i] = 1;
+      ::_exit(touched == nullptr ? 1 : 0);
+    }
+    int status = 0;
+    ::waitpid(grandchild, &status, 0);
+    handshake.ready_then_wait();
+    ::_exit(0);
+  }
+  ReapedParent out;
+  EXPECT_TRUE(handshake.wait_ready());
+  RunWatcher watcher(static_cast<int>(::getpid()), 0.05, /*watch_gpu=*/false);
+  watcher.set_start(0);
+  if (sample_it) watcher.sample(1'000'000);
+  EXPECT_TRUE(handshake.go());
+  siginfo_t info{};
+  EXPECT_EQ(::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOWAIT), 0);
+  RunWatcher::Zombie zombie{read_start_ticks(static_cast<int>(pid)).value_or(0), "parent",
+                            read_reaped_a_child(static_cast<int>(pid))};
+  out.reaped_a_child = zombie.reaped_a_child;
+  int status = 0;
+  rusage usage{};
+  EXPECT_EQ(::wait4(pid, &status, 0, &usage), pid);
+  out.wait4_maxrss = static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
+  watcher.reaped(static_cast<int>(pid), zombie, status, usage, 2'000'000);
+  const RunRecord record = watcher.finish(3'000'000, {"parent"}, 0.0, 0);
+  for (const RunProcess& process : record.processes) {
+    if (process.pid == pid) out.process = process;
+  }
+  return out;
+}
+
+// Regression (issue 27): `sh -c 'sort ... | wc -c'` listed sh at sort's 127 MiB as "wait4", the
+// exact figure, when sort lived between two samples: wait4's ru_maxrss holds the peaks of the
+// children a process reaped. Such a process gets its own sampled VmHWM.
+TEST(RunWatcherPeaks, AParentsWaitFourFigureIsNotTakenForItsOwn) {
+  constexpr std::int64_t kFat = std::int64_t{64} << 20;
+  const ReapedParent parent = reaped_parent_of_a_fat_child(kFat, /*sample_it=*/true);
+  EXPECT_EQ(parent.reaped_a_child, std::optional<bool>(true));  // the zombie's cminflt says so
+  EXPECT_GE(parent.wait4_maxrss, kFat);                         // the grandchild's peak
+  EXPECT_EQ(parent.process.peak_rss_source, "sampled");
+  EXPECT_LT(parent.process.peak_rss, parent.wait4_maxrss - kFat / 2);
+}
+
+// Never sampled, the parent has only wait4's figure, and says what it is.
+TEST(RunWatcherPeaks, AnUnsampledParentsWaitFourFigureIsLabelledForWhatItIs) {
+  constexpr std::int64_t kFat = std::int64_t{64} << 20;
+  const ReapedParent parent = reaped_parent_of_a_fat_child(kFat, /*sample_it=*/false);
+  EXPECT_EQ(parent.process.peak_rss_source, kWait4OrChild);
+  EXPECT_EQ(parent.process.peak_rss, parent.wait4_maxrss);
+}
 
 // Regression (CI, torchrun under load): a sample taken between a launcher's fork and its exec
 // saw the child with the launcher's pages (550 MB of torch) and the record gave that peak to the

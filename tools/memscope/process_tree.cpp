@@ -41,7 +41,8 @@ struct Stat {
   std::string comm;
   int ppid = 0;
   std::uint64_t start_ticks = 0;
-  std::uint64_t arg_start = 0;  // 0 when the kernel does not show it
+  std::uint64_t arg_start = 0;        // 0 when the kernel does not show it
+  std::uint64_t children_faults = 0;  // cminflt: minor faults of the children it waited for
 };
 
 // /proc/<pid>/stat: "pid (comm) state ppid ... starttime ...". comm may hold spaces and
@@ -56,14 +57,16 @@ std::optional<Stat> read_stat(int pid) {
   const std::size_t open = text->find('(');
   if (open != std::string::npos && open < close)
     stat.comm = text->substr(open + 1, close - open - 1);
-  // After ')': field 3 (state) is index 0, field 4 (ppid) index 1, field 22 (starttime) 19,
-  // field 48 (arg_start, Linux 3.5 and later) 45.
+  // After ')': field 3 (state) is index 0, field 4 (ppid) index 1, field 11 (cminflt) 8,
+  // field 22 (starttime) 19, field 48 (arg_start, Linux 3.5 and later) 45.
   for (int index = 0; index <= 45; ++index) {
     while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
     const std::size_t end = rest.find(' ');
     const std::string_view field = rest.substr(0, end);
     if (index == 1) {
       std::from_chars(field.data(), field.data() + field.size(), stat.ppid);
+    } else if (index == 8) {
+      std::from_chars(field.data(), field.data() + field.size(), stat.children_faults);
     } else if (index == 19) {
       std::from_chars(field.data(), field.data() + field.size(), stat.start_ticks);
     } else if (index == 45) {
@@ -210,6 +213,12 @@ std::optional<std::uint64_t> read_start_ticks(int pid) {
   const std::optional<Stat> stat = read_stat(pid);
   if (!stat) return std::nullopt;
   return stat->start_ticks;
+}
+
+std::optional<bool> read_reaped_a_child(int pid) {
+  const std::optional<Stat> stat = read_stat(pid);
+  if (!stat) return std::nullopt;
+  return stat->children_faults > 0;
 }
 
 std::optional<std::string> read_arguments(int pid) {

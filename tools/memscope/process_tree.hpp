@@ -48,6 +48,12 @@ struct TreeProcess {
 // for a zombie too. nullopt when the process has gone.
 [[nodiscard]] std::optional<std::uint64_t> read_start_ticks(int pid);
 
+// Whether `pid` has reaped (waited for) a child: the kernel adds a child's minor faults to its
+// parent's cminflt (field 11 of stat) when the parent reaps it, and every process that ran has
+// faulted. Readable for a zombie, so `memscope run` asks before it reaps one: wait4's ru_maxrss
+// is then the largest of the process's own peak and those children's. nullopt when it has gone.
+[[nodiscard]] std::optional<bool> read_reaped_a_child(int pid);
+
 // The whole of /proc/<pid>/<name> (stat, status, cmdline, environ); nullopt when it cannot be
 // opened, which for /proc means the process has gone (or belongs to someone else).
 [[nodiscard]] std::optional<std::string> read_proc_file(int pid, const char* name);

@@ -1,6 +1,7 @@
 // Reports of a `memscope run` recording and of saved metrics (report_builders.hpp); the replay's
 // is in report_replay.cpp and the Report's JSON in report_json.cpp.
 #include "report_builders.hpp"
+#include "run_helpers.hpp"
 #include "run_ranks.hpp"
 #include "run_summary.hpp"
 
@@ -202,8 +203,21 @@ Report report_of_run(const RunRecord& record) {
                   {"pid", "command", "peak RSS", "source", "peak GPU", "lifetime", "exit"},
                   {true, false, true, false, true, true, false},
                   {},
-                  "peak RSS from VmHWM is exact; 'sampled' is a lower bound"};
-  for (const RunProcess& p : record.processes) {
+                  "peak RSS from VmHWM is exact; 'sampled' is a lower bound; 'wait4: it or a "
+                  "reaped child' the largest of its peak and its children's"};
+  const std::vector<bool> helpers = short_lived_helpers(record);
+  const HelperRow collapsed = helper_row(record, helpers);
+  for (std::size_t i = 0; i < record.processes.size(); ++i) {
+    const RunProcess& p = record.processes[i];
+    if (helpers[i]) {  // one row for the short-lived helpers (run_helpers.hpp)
+      if (i == collapsed.first) {
+        processes.rows.push_back(
+            {"-", collapsed.command, bytes_or_dash(collapsed.peak_rss), "largest", "-",
+             fmt::format("< {} each", seconds(kHelperLifetime)),
+             collapsed.failed == 0 ? "0" : fmt::format("{} not 0", collapsed.failed)});
+      }
+      continue;
+    }
     const double end = p.end < 0.0 ? record.duration : p.end;
     processes.rows.push_back({std::to_string(p.pid), p.command, bytes_or_dash(p.peak_rss),
                               p.peak_rss_source.empty() ? "-" : p.peak_rss_source,

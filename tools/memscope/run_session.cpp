@@ -174,10 +174,11 @@ class Session {
       if (pid == 0) return;
       const std::uint64_t start_ticks = read_start_ticks(pid).value_or(0);
       const std::string command = read_command_line(pid);
+      const std::optional<bool> reaped_a_child = read_reaped_a_child(pid);
       int status = 0;
       rusage usage{};
       if (::wait4(pid, &status, 0, &usage) != pid) return;
-      watcher_.reaped(pid, start_ticks, command, status, usage, monotonic_ns());
+      watcher_.reaped(pid, {start_ticks, command, reaped_a_child}, status, usage, monotonic_ns());
       if (pid == child_) child_status_ = status;
     }
   }

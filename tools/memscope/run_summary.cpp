@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "memscope/units.hpp"
+#include "run_helpers.hpp"
 #include "run_ranks.hpp"
 #include "text_table.hpp"
 
@@ -49,19 +50,40 @@ std::string processes_table(const RunRecord& record, double run_end) {
                                          {"exit", true}};
   if (gpu) columns.insert(columns.begin() + 4, TextTable::Column{"peak GPU", true});
   TextTable table(std::move(columns));
+  // Short-lived helpers (shims, shell utilities) take one row (run_helpers.hpp).
+  const std::vector<bool> helpers = short_lived_helpers(record);
+  const HelperRow collapsed = helper_row(record, helpers);
   // A run with hundreds of short-lived processes (shell helpers, data loader restarts) lists the
   // command and the ones with the largest peaks, in order of appearance; the JSON has them all.
+  const std::size_t rows = record.processes.size() - collapsed.count;
   std::int64_t shown_from = -1;
-  if (record.processes.size() > kMaxProcessRows) {
+  if (rows > kMaxProcessRows) {
     std::vector<std::int64_t> peaks;
-    for (const RunProcess& p : record.processes) peaks.push_back(p.peak_rss);
+    for (std::size_t i = 0; i < record.processes.size(); ++i) {
+      if (!helpers[i]) peaks.push_back(record.processes[i].peak_rss);
+    }
     std::nth_element(peaks.begin(), peaks.begin() + (kMaxProcessRows - 1), peaks.end(),
                      std::greater<>());
     shown_from = peaks[kMaxProcessRows - 1];
   }
   std::size_t shown = 0;
-  for (const RunProcess& p : record.processes) {
-    const bool the_command = &p == &record.processes.front();  // always listed
+  for (std::size_t i = 0; i < record.processes.size(); ++i) {
+    const RunProcess& p = record.processes[i];
+    if (helpers[i]) {
+      if (i != collapsed.first) continue;
+      std::vector<std::string> row{
+          "-",
+          shorten_command(collapsed.command, 2 * kCommandWidth),
+          bytes_or_dash(collapsed.peak_rss),
+          "largest",
+          seconds_text(collapsed.start),
+          "< " + seconds_text(kHelperLifetime) + " each",
+          collapsed.failed == 0 ? "0" : fmt::format("{} not 0", collapsed.failed)};
+      if (gpu) row.insert(row.begin() + 4, "-");
+      table.add_row(std::move(row));
+      continue;
+    }
+    const bool the_command = i == 0;  // always listed
     if (!the_command && (p.peak_rss < shown_from || shown >= kMaxProcessRows)) continue;
     ++shown;
     const double end = p.end < 0 ? run_end : p.end;
@@ -76,9 +98,15 @@ std::string processes_table(const RunRecord& record, double run_end) {
     table.add_row(std::move(row));
   }
   std::string text = table.render(2);
-  if (shown < record.processes.size()) {
+  if (shown < rows) {
     text += fmt::format("  ... and {} more with smaller peaks (all of them are in --json)\n",
-                        record.processes.size() - shown);
+                        rows - shown);
+  }
+  if (collapsed.count > 0) {
+    text += fmt::format(
+        "  (the {} short-lived helpers each lived under {:g} s and peaked under {:g}% of the "
+        "tree's peak; every one is in --json)\n",
+        collapsed.count, kHelperLifetime, kHelperShare * 100);
   }
   return text;
 }
@@ -233,7 +261,9 @@ std::string format_run_summary(const RunRecord& record) {
   out +=
       "Per-process peaks are the kernel's own (VmHWM, or ru_maxrss from wait4 for processes "
       "memscope reaped), not sampled; \"sampled\" marks a process that ended between two "
-      "samples (a lower bound), \"marks\" a peak its tracker reported.\n";
+      "samples (a lower bound), \"marks\" a peak its tracker reported, \"wait4: it or a "
+      "reaped child\" wait4's figure for a process that reaped children and no sample saw "
+      "(the largest of its peak and theirs).\n";
   out += fmt::format("GPU: {}\n", record.gpu_status == "nvml"
                                       ? "per-process and device memory from NVML, sampled"
                                       : record.gpu_status);

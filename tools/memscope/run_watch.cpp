@@ -117,7 +117,6 @@ void RunWatcher::ended(std::size_t index, double t) {
   // Its parent reaps it, and the kernel folds its peak into the parent's ru_maxrss, and from
   // there into the grandparent's once that reaps the parent, and so on up to us. We may notice
   // the end of a child only after its parent has ended, so every ancestor is told.
-  const std::int64_t peak = std::max(state.hwm_max, state.reaped_children_peak);
   int parent = process.ppid;
   std::size_t below = index;
   for (int hops = 0; parent != self_ && hops < 4096; ++hops) {
@@ -130,7 +129,6 @@ void RunWatcher::ended(std::size_t index, double t) {
     }
     if (found == tracked_.size()) break;  // an ancestor we never saw
     tracked_[found].reaped_children = true;
-    tracked_[found].reaped_children_peak = std::max(tracked_[found].reaped_children_peak, peak);
     below = found;
     parent = record_.processes[found].ppid;
   }
@@ -237,12 +235,13 @@ void RunWatcher::sample(std::int64_t now_ns) {
   }
 }
 
-void RunWatcher::reaped(int pid, std::uint64_t start_ticks, const std::string& command, int status,
-                        const rusage& usage, std::int64_t now_ns) {
+void RunWatcher::reaped(int pid, const Zombie& zombie, int status, const rusage& usage,
+                        std::int64_t now_ns) {
   const double t = seconds(now_ns);
+  const std::string& command = zombie.command;
   std::size_t index = tracked_.size();
-  if (start_ticks != 0) {
-    index = track(pid, start_ticks, self_, t, command);
+  if (zombie.start_ticks != 0) {
+    index = track(pid, zombie.start_ticks, self_, t, command);
   } else {  // its identity could not be read: the latest process with this pid
     for (std::size_t i = tracked_.size(); i-- > 0;) {
       if (tracked_[i].pid == pid && !tracked_[i].reaped_by_us) {
@@ -255,6 +254,7 @@ void RunWatcher::reaped(int pid, std::uint64_t start_ticks, const std::string& c
   Tracked& state = tracked_[index];
   RunProcess& process = record_.processes[index];
   state.reaped_by_us = true;
+  if (zombie.reaped_a_child.value_or(true)) state.reaped_children = true;
   state.wait4_maxrss = static_cast<std::int64_t>(usage.ru_maxrss) * 1024;  // KiB
   if (WIFEXITED(status)) process.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) process.exit_signal = WTERMSIG(status);
@@ -313,9 +313,16 @@ void RunWatcher::decide_peaks() {
       if (process.end >= 0 && mark.t > process.end + 2 * record_.interval) continue;
       marks_hwm = std::max(marks_hwm, mark.hwm);
     }
+    // wait4's figure is the largest of the process's own peak and those of the children it
+    // reaped. It is its own when it reaped none, or when its own VmHWM, read earlier, is already
+    // as high (within the counters' drift). Otherwise the process's own VmHWM, when a sample
+    // read it, is preferred; a process no sample saw has only wait4's figure, labelled for what
+    // it is.
     const bool wait4_exact =
         state.reaped_by_us &&
-        (!state.reaped_children || state.wait4_maxrss > state.reaped_children_peak + slack);
+        (!state.reaped_children ||
+         (state.hwm_max >= 0 && state.wait4_maxrss <= state.hwm_max + 2 * slack));
+    const bool wait4_only = state.reaped_by_us && !wait4_exact && state.hwm_max < 0;
     // The largest figure wins; on a tie, the better-founded source: the kernel's figures for a
     // process at its end (wait4, or VmHWM read while it still runs), then its tracker's, then
     // a VmHWM read some time before it ended.
@@ -326,6 +333,7 @@ void RunWatcher::decide_peaks() {
       }
     };
     if (wait4_exact) consider(state.wait4_maxrss, "wait4");
+    if (wait4_only) consider(state.wait4_maxrss, kWait4OrChild);
     if (state.alive_at_end) consider(state.hwm_max, "VmHWM");
     // wait4's figure is read after the process's last page was counted, so an earlier reading
     // above it differs only by the kernel's per-CPU counter drift (seen under ASan): each of the

@@ -11,13 +11,14 @@
 //     bound, exact unless it grew in its last interval),
 //   - the "hwm" of its stage marks ("marks": its tracker's lifetime peak, kept although the
 //     tracker's kernel-hwm windows reset VmHWM),
-//   - wait4's ru_maxrss when memscope reaped it ("wait4": exact; an earlier reading above it by
-//     no more than twice the RSS counters' slack is their drift, and wait4 stands). The kernel
-//     folds into that figure the peaks of the children the process reaped itself, so for a process
-//     that reaped children it is only used when it exceeds the highest peak seen of those children
-//     by more than the RSS counters' slack (the figure is then the process's own). A child that was
-//     never sampled (it lived less than an interval), or one that outgrew its parent in its last
-//     interval, can still be counted in its parent's figure: docs/cli.md says so.
+//   - wait4's ru_maxrss when memscope reaped it. The kernel folds into that figure the peaks
+//     of the children the process reaped itself (RUSAGE_CHILDREN semantics), so it is the
+//     process's own ("wait4": exact; an earlier reading above it by no more than twice the RSS
+//     counters' slack is their drift, and wait4 stands) only when the process reaped no child
+//     (its zombie's cminflt is 0, and no child of it was seen ending), or when its own VmHWM,
+//     sampled earlier, is already that high (within twice the slack). Otherwise its own VmHWM
+//     is preferred where a sample read it ("sampled"), and a process no sample saw keeps
+//     wait4's figure as kWait4OrChild ("wait4: it or a reaped child").
 //
 // Thread safety: one thread. Errors: sample() throws std::system_error when /proc cannot be
 // listed; NVML errors turn GPU watching off with the reason in gpu_status and notes.
@@ -28,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,6 +44,10 @@ namespace memscope::cli {
 
 // The command of a process that ended before any sample saw it, known from its stage marks.
 inline constexpr const char* kKnownFromMarks = "(ended between samples; known from its marks)";
+
+// The source of a peak that is wait4's ru_maxrss of a process that reaped children and that no
+// sample saw: the largest of its own peak and theirs.
+inline constexpr const char* kWait4OrChild = "wait4: it or a reaped child";
 
 // The command of a process that ended before its command line could be read.
 inline constexpr const char* kCommandUnread = "(ended before its command line was read)";
@@ -60,10 +66,14 @@ class RunWatcher {
   void set_start(std::int64_t start_ns) noexcept { start_ns_ = start_ns; }
   // Reads the tree now.
   void sample(std::int64_t now_ns);
-  // A process memscope reaped: `start_ticks` and `command` read from its zombie before wait4
-  // (0 and "" if that failed), its wait status and rusage.
-  void reaped(int pid, std::uint64_t start_ticks, const std::string& command, int status,
-              const rusage& usage, std::int64_t now_ns);
+  // What is read from a zombie before wait4 reaps it (0, "" and nullopt where that failed).
+  struct Zombie {
+    std::uint64_t start_ticks = 0;
+    std::string command;
+    std::optional<bool> reaped_a_child;  // read_reaped_a_child(); nullopt: unknown, maybe
+  };
+  // A process memscope reaped: its zombie's facts, its wait status and rusage.
+  void reaped(int pid, const Zombie& zombie, int status, const rusage& usage, std::int64_t now_ns);
   void add_marks(std::vector<RunMark>& marks);
   void add_note(std::string note) { record_.notes.push_back(std::move(note)); }
 
@@ -91,10 +101,9 @@ class RunWatcher {
     std::int64_t wait4_maxrss = -1;
     bool ended = false;
     bool reaped_by_us = false;
-    bool reaped_children = false;  // a child of it ended under it: it reaped that child
-    // The highest peak known of what it reaped (those children and what they had reaped):
-    // the part of its wait4 ru_maxrss that may not be its own.
-    std::int64_t reaped_children_peak = -1;
+    // It reaped a child (its zombie said so, or a child of it was seen ending under it): its
+    // wait4 ru_maxrss may be that child's.
+    bool reaped_children = false;
     bool alive_at_end = false;
   };
 

@@ -18,22 +18,35 @@ build: bootstrap
 # of itself (build/demo/demo_trace.pickle), and on a real PyTorch trace when the corpus of real
 # traces is there (MEMSCOPE_TRACES, else ../shared/traces beside the checkout: never committed),
 # and the Python demo watched by `memscope run` (its stages come from memscope.Tracker's marks).
+# Its own build (build-demo: no tests, no benchmarks), so it installs only what it needs
+# (scripts/bootstrap demo) and prints no build chatter: CMake's output goes to
+# build-demo/{configure,build}.log, shown only when a step fails.
 TRACES_DIR = $(or $(MEMSCOPE_TRACES),$(abspath $(CURDIR)/../shared/traces))
 REAL_TRACE = $(TRACES_DIR)/torch_snapshot_cs336-small_ctx256_bs32_fwd_bwd.pickle
 REPLAY_ARGS := --config "" --config expandable_segments:true --fit
-demo: build
-	@./build/examples/memscope_demo build/demo
-	@printf '\n== memscope replay build/demo/demo_trace.pickle %s --html build/demo/replay.html\n' '$(REPLAY_ARGS)'
-	@./build/tools/memscope/memscope replay build/demo/demo_trace.pickle $(REPLAY_ARGS) --html build/demo/replay.html
+DEMO := build-demo
+demo:
+	@scripts/bootstrap demo
+	@mkdir -p $(DEMO)
+	@cmake --preset demo > $(DEMO)/configure.log 2>&1 || \
+	  { tail -50 $(DEMO)/configure.log; echo "make demo: configuring failed (log: $(DEMO)/configure.log)"; exit 1; }
+	@echo "building memscope (minutes the first time, seconds after; log: $(DEMO)/build.log)"
+	@cmake --build --preset demo -j $(JOBS) --target memscope_demo memscope_command memscope_python \
+	  > $(DEMO)/build.log 2>&1 || \
+	  { grep -E -B2 -A12 "error|Error" $(DEMO)/build.log | head -80; \
+	    echo "make demo: the build failed (log: $(DEMO)/build.log)"; exit 1; }
+	@./$(DEMO)/examples/memscope_demo $(DEMO)/demo
+	@printf '\n== memscope replay $(DEMO)/demo/demo_trace.pickle %s --html $(DEMO)/demo/replay.html\n' '$(REPLAY_ARGS)'
+	@./$(DEMO)/tools/memscope/memscope replay $(DEMO)/demo/demo_trace.pickle $(REPLAY_ARGS) --html $(DEMO)/demo/replay.html
 	@if [ -f "$(REAL_TRACE)" ]; then \
-	  printf '\n== memscope replay %s %s --html build/demo/replay-real.html\n' "$(REAL_TRACE)" '$(REPLAY_ARGS)'; \
-	  ./build/tools/memscope/memscope replay "$(REAL_TRACE)" $(REPLAY_ARGS) --html build/demo/replay-real.html; \
+	  printf '\n== memscope replay %s %s --html $(DEMO)/demo/replay-real.html\n' "$(REAL_TRACE)" '$(REPLAY_ARGS)'; \
+	  ./$(DEMO)/tools/memscope/memscope replay "$(REAL_TRACE)" $(REPLAY_ARGS) --html $(DEMO)/demo/replay-real.html; \
 	else printf '\n(no real trace at %s: set MEMSCOPE_TRACES to the corpus to replay one too)\n' "$(REAL_TRACE)"; fi
-	@printf '\n== memscope run --html build/demo/run.html -- python3 examples/python/demo.py\n'
-	@PYTHONPATH=build/python ./build/tools/memscope/memscope run --html build/demo/run.html \
-	  --json build/demo/run.json -- python3 examples/python/demo.py build/demo/python
-	@printf '\nHTML reports (open in a browser):\n  %s\n  %s\n' "$$PWD/build/demo/replay.html" \
-	  "$$PWD/build/demo/run.html"
+	@printf '\n== memscope run --html $(DEMO)/demo/run.html -- python3 examples/python/demo.py\n'
+	@PYTHONPATH=$(DEMO)/python ./$(DEMO)/tools/memscope/memscope run --html $(DEMO)/demo/run.html \
+	  --json $(DEMO)/demo/run.json -- python3 examples/python/demo.py $(DEMO)/demo/python
+	@printf '\nHTML reports (open in a browser):\n  %s\n  %s\n' "$$PWD/$(DEMO)/demo/replay.html" \
+	  "$$PWD/$(DEMO)/demo/run.html"
 
 test: build
 	@ctest --preset default -j $(JOBS)
@@ -101,4 +114,4 @@ lint-python: build
 lint: format-check tidy lint-python
 
 clean:
-	@rm -rf build build-asan build-tsan build-fuzz
+	@rm -rf build build-demo build-asan build-tsan build-fuzz

@@ -1,6 +1,7 @@
 """Every ```python block of README.md runs as written: each in a fresh interpreter that imports
 memscope from this build, and exits 0. (scripts/check-fresh-venv does the same after
-`pip install .[numpy]` in a new virtual environment.)"""
+`pip install .[numpy]` in a new virtual environment.) A ```py block is a fragment of the
+reader's own program (the three lines for a PyTorch job on a GPU) and is not run."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ build: bootstrap
 	@cmake --build --preset default -j $(JOBS)
 
 # The library's tour, then the memscope command: "would it fit" on the trace the tour recorded
-# of itself (build/demo/demo_trace.pickle), and on a real PyTorch trace when the corpus of real
+# of itself (build-demo/demo/demo_trace.pickle), and on a real PyTorch trace when the corpus of real
 # traces is there (MEMSCOPE_TRACES, else ../shared/traces beside the checkout: never committed),
 # and the Python demo watched by `memscope run` (its stages come from memscope.Tracker's marks).
 # Its own build (build-demo: no tests, no benchmarks), so it installs only what it needs

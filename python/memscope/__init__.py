@@ -5,7 +5,9 @@ functions below, which act on a default allocator per device), exact nested peak
 tracker with the Hugging Face Trainer's metric names (``memscope.Tracker``, ``memscope.track``),
 host memory readings (``memscope.host``), traces (``memscope.load_trace``: a PyTorch snapshot or
 an RMM log replayed on a simulated device, its peak explained, settings compared, the smallest
-device it fits on found), and integrations with PyTorch (``memscope.torch``)
+device it fits on found), estimates of a training step's memory without a GPU
+(``memscope.estimate``, ``memscope.max_batch``: PyTorch fake tensors, imported on first use),
+and integrations with PyTorch (``memscope.torch``)
 and the Trainer (``memscope.hf``), both imported on first use, as is ``memscope.distributed``
 (metrics gathered across ranks): ``import memscope`` imports
 neither torch nor transformers; ``memscope.hf`` (or ``memscope.torch``) imports the module then,
@@ -116,6 +118,11 @@ __all__ += [
     "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
     "nvml_source",
 ]
+
+from ._capture import CaptureError
+from ._estimate import BatchSearch, Estimate, estimate, max_batch
+
+__all__ += ["estimate", "max_batch", "Estimate", "BatchSearch", "CaptureError"]
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use
     from . import distributed as distributed

@@ -6,6 +6,7 @@
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <optional>
@@ -33,12 +34,65 @@ std::size_t size_arg(const nb::handle& value, const char* what) {
 }
 
 ReplayOptions replay_options(const nb::handle& capacity, const std::string& config,
-                             std::size_t top_sites) {
+                             std::size_t top_sites, bool series = false) {
   ReplayOptions o;
   o.capacity = size_arg(capacity, "capacity");
   o.config = AllocatorConfig::parse(config);
   o.top_sites = top_sites;
+  o.record_series = series;
   return o;
+}
+
+// An event as Trace.from_events takes it: (action, addr, size, stack id, tag id).
+using EventTuple = std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint32_t,
+                              std::uint32_t>;
+using FrameTuple = std::tuple<std::string, std::int64_t, std::string>;
+
+// A trace built from events produced in Python (memscope.estimate's capture): one device, no
+// segments (the replay's starting live set then comes from the events alone, as for an RMM
+// log). Every action name, stack id and tag id is checked before anything is built.
+TorchSnapshot trace_from_events(const std::vector<EventTuple>& events,
+                                const std::vector<std::string>& tags,
+                                const std::vector<std::vector<FrameTuple>>& stacks,
+                                std::int64_t device) {
+  if (device < 0) throw nb::value_error("Trace.from_events: device cannot be negative");
+  TorchSnapshot t;
+  std::vector<TagId> tag_ids;
+  tag_ids.reserve(tags.size());
+  for (const std::string& tag : tags) tag_ids.push_back(t.strings.intern_tag(tag));
+  std::vector<StackId> stack_ids;
+  stack_ids.reserve(stacks.size());
+  for (const auto& stack : stacks) {
+    std::vector<TraceFrame> frames;
+    frames.reserve(stack.size());
+    for (const auto& [file, line, name] : stack) frames.push_back({file, line, name});
+    stack_ids.push_back(t.strings.intern_stack(frames));
+  }
+  t.device_traces.resize(static_cast<std::size_t>(device) + 1);
+  auto& out = t.device_traces.back();
+  out.reserve(events.size());
+  for (std::size_t i = 0; i < events.size(); ++i) {
+    const auto& [action, addr, size, stack, tag] = events[i];
+    TraceEvent e;
+    if (!parse_trace_action(action, e.action)) {
+      throw nb::value_error(("Trace.from_events: event " + std::to_string(i) +
+                             ": unknown action '" + action + "' (alloc, free_completed, ...)")
+                                .c_str());
+    }
+    if ((stack != 0 && stack > stack_ids.size()) || (tag != 0 && tag > tag_ids.size())) {
+      throw nb::value_error(("Trace.from_events: event " + std::to_string(i) +
+                             ": stack or tag id out of range (ids count from 1 into `stacks` "
+                             "and `tags`; 0 is none)")
+                                .c_str());
+    }
+    e.addr = addr;
+    e.size = size;
+    e.stack = stack == 0 ? 0 : stack_ids[stack - 1];
+    e.tag = tag == 0 ? 0 : tag_ids[tag - 1];
+    e.time_us = static_cast<std::int64_t>(i);
+    out.push_back(e);
+  }
+  return t;
 }
 
 std::string trace_repr(const TorchSnapshot& t) {
@@ -126,6 +180,18 @@ void bind_results(nb::module_& m) {
       .def_ro("top_sites", &ReplayResult::top_sites,
               "What was live at the peak, by the code that allocated it, largest first.")
       .def_prop_ro("ns_per_event", [](const ReplayResult& r) { return r.ns_per_event; })
+      .def_prop_ro(
+          "series",
+          [](const ReplayResult& r) {
+            std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> out;
+            out.reserve(r.series.size());
+            for (const ReplaySample& s : r.series) {
+              out.emplace_back(s.reserved_bytes, s.allocated_bytes, s.requested_bytes);
+            }
+            return out;
+          },
+          "(reserved, allocated, requested) bytes after each op, when replayed with "
+          "series=True; else empty.")
       .def("explain", &ReplayResult::explain, "An aligned text report.")
       .def("__str__", &ReplayResult::explain)
       .def("__repr__", [](const ReplayResult& r) {
@@ -201,11 +267,21 @@ void bind_trace(nb::module_& m) {
       .def_ro("dropped_events", &TorchSnapshot::dropped_events)
       .def_ro("settings", &TorchSnapshot::settings)
       .def("__repr__", &trace_repr)
+      .def_static("from_events", &trace_from_events, nb::arg("events"),
+                  nb::arg("tags") = std::vector<std::string>{},
+                  nb::arg("stacks") = std::vector<std::vector<FrameTuple>>{},
+                  nb::arg("device") = 0,
+                  "A trace of one device from events (action, addr, size, stack, tag): action "
+                  "as PyTorch names it (\"alloc\", \"free_completed\", ...), size in requested "
+                  "bytes, stack and tag counting from 1 into `stacks` (frames (filename, line, "
+                  "name), innermost first) and `tags` (0: none). No segments: the replay starts "
+                  "from the live set the events imply. ValueError names a bad event.")
       .def(
           "replay",
           [](const TorchSnapshot& t, const nb::handle& capacity, const std::string& config,
-             const std::optional<std::int64_t>& device, std::size_t top_sites) -> nb::object {
-            const ReplayOptions o = replay_options(capacity, config, top_sites);
+             const std::optional<std::int64_t>& device, std::size_t top_sites,
+             bool series) -> nb::object {
+            const ReplayOptions o = replay_options(capacity, config, top_sites, series);
             if (device) {
               ReplayResult r;
               {
@@ -222,9 +298,10 @@ void bind_trace(nb::module_& m) {
             return nb::cast(std::move(all));
           },
           nb::arg("capacity") = "80GiB", nb::arg("config") = "", nb::arg("device") = 0,
-          nb::arg("top_sites") = 10,
+          nb::arg("top_sites") = 10, nb::arg("series") = false,
           "Replays one device's trace (every device's, as a list, with device=None) on a "
-          "simulated device of `capacity` with the allocator settings `config`.")
+          "simulated device of `capacity` with the allocator settings `config`; series=True "
+          "keeps the bytes after every op (ReplayResult.series).")
       .def(
           "compare",
           [](const TorchSnapshot& t, const std::vector<std::string>& configs,

@@ -1,0 +1,492 @@
+"""The capture behind memscope.estimate: run a training step written for "cuda" on a machine
+without a GPU, and record what the CUDA caching allocator would be asked for.
+
+How (docs/estimate.md has the user's view):
+
+- Tensors are PyTorch fake tensors (``FakeTensorMode``): shapes, dtypes and storages, no data, no
+  memory. They live on the fake *CPU* device, not a fake "cuda" one: PyTorch's autograd engine
+  asks the CUDA runtime about device 0 when it runs a backward pass over "cuda" tensors, which
+  fails where there is no GPU. A ``TorchFunctionMode`` rewrites every ``device="cuda"``,
+  ``.cuda()`` and ``.to("cuda")`` to the CPU and marks the storages they create as *device*
+  storages; an op's new storages are device storages when any of its tensor inputs is one. Only
+  device storages are recorded: the data a step prepares on the host is not GPU memory.
+- A ``TorchDispatchMode`` sees every op after autograd: each new device storage is an ``alloc``
+  of its ``nbytes`` (what the caching allocator is asked for; its rounding and splitting are the
+  replay's job), and a weak reference to the storage (PyTorch keeps one Python object per
+  storage) reports its ``free_completed`` the moment the last tensor using it goes.
+- What CUDA kernels allocate and CPU kernels do not is added where it is known: cuBLAS's
+  workspace (one per thread that runs matrix multiplies: the step's and autograd's), and the
+  fp32 buffers of the flash-attention backward pass. ``NOT_MODELED`` lists what is not.
+- Categories come from what tensors are: module parameters (seen by global forward hooks),
+  their ``.grad``, optimizer state (global optimizer step hooks), tensors autograd saves for
+  backward (saved-tensor hooks); everything else is a temporary.
+- ``torch.autocast("cuda", ...)`` becomes CPU autocast with the same dtype (see NOT_MODELED).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+# cuBLAS's workspace per (handle, stream): PyTorch's default, aten/src/ATen/cuda/CublasHandlePool.cpp
+# (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on compute capability 9.x and newer (Hopper,
+# Blackwell), ":4096:2:16:8" = 8 MiB + 128 KiB before. It is allocated through the caching
+# allocator at a thread's first matrix multiply and kept; autograd's backward runs on its own
+# thread, hence its own handle and workspace.
+CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
+CUBLAS_WORKSPACE_OLDER = 4096 * 1024 * 2 + 16 * 1024 * 8
+
+CATEGORIES = ("host", "parameters", "gradients", "optimizer state", "activations",
+              "temporaries", "workspaces")  # "host": recorded, then found to live on the host
+
+NOT_MODELED = (
+    "cuDNN workspaces (convolutions): cuDNN picks algorithms and their workspace on the GPU; "
+    "a conv net's peak may be higher than estimated",
+    "the memory-efficient attention kernel's backward workspace (fp32 scaled-dot-product "
+    "attention); flash attention's fp32 buffers are modelled",
+    "kernels PyTorch's CPU dispatch picks differently from CUDA's: where CPU attention falls "
+    "back to the math path but CUDA would use a fused kernel, the estimate is high",
+    "autocast(\"cuda\") runs as CPU autocast with the same dtype: ops CUDA autocast keeps in "
+    "fp32 (layer_norm, softmax, ...) but CPU autocast does not change dtype are estimated in "
+    "the lower precision",
+    "the CUDA context, cuBLAS/cuDNN handles and NCCL buffers (outside the caching allocator; "
+    "the capacity is what the allocator may use)",
+    "torch.compile, CUDA graphs, custom CUDA extensions, other streams",
+)
+
+_MATMULS = frozenset(
+    ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "_addmm_activation", "matmul",
+     "dot", "vdot", "addr", "_int_mm", "_scaled_mm"))
+_FLASH_BACKWARD = frozenset(
+    ("_scaled_dot_product_flash_attention_for_cpu_backward",
+     "_scaled_dot_product_flash_attention_backward"))
+
+
+class CaptureError(RuntimeError):
+    """The step cannot be captured without a GPU: an op with no fake kernel, an output whose
+    shape or value depends on data (``.item()``, ``nonzero``), or code that needs a real CUDA
+    device. ``op`` names the op when one is to blame."""
+
+    def __init__(self, message: str, op: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.op = op
+
+
+@dataclass
+class Allocation:
+    """One device storage of the capture."""
+
+    addr: int
+    size: int
+    category: str = "temporaries"
+    module: str = ""  # the innermost module running forward when it was allocated
+    phase: str = ""
+
+
+@dataclass
+class Capture:
+    """What one capture recorded: events as Trace.from_events takes them, and per allocation
+    what it is. Events are allocs and frees only, so op i of a replay is event i."""
+
+    events: list[tuple[str, int, int, int, int]] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    stacks: list[list[tuple[str, int, str]]] = field(default_factory=list)
+    allocations: dict[int, Allocation] = field(default_factory=dict)
+    step_starts: list[int] = field(default_factory=list)  # event index where each step began
+    ops: int = 0
+    workspace_bytes: int = 0
+
+
+def _rewrite_device(value: Any) -> tuple[Any, bool]:
+    """(value with a CUDA device replaced by "cpu", whether it was one)."""
+    import torch
+
+    if isinstance(value, torch.device):
+        return (torch.device("cpu"), True) if value.type == "cuda" else (value, False)
+    if isinstance(value, str) and (value == "cuda" or value.startswith("cuda:")):
+        return "cpu", True
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value, False
+    return value, False
+
+
+class _Recorder:
+    """The state of one capture, shared by the modes and hooks."""
+
+    def __init__(self, workspace_bytes: int) -> None:
+        self.capture = Capture(workspace_bytes=workspace_bytes)
+        self.live: dict[int, int] = {}  # storage key -> addr
+        self.refs: dict[int, Any] = {}  # addr -> weakref to the storage
+        self.next_addr = 0x7F0000000000
+        self.device_depth = 0  # > 0 inside a call rewritten from "cuda"
+        self.module_stack: list[str] = []
+        self.module_names: dict[int, str] = {}
+        self.in_optimizer = 0
+        self.step = 0  # 0: building the model; 1..: the step being run
+        self.steps = 0
+        self.workspace_threads: set[str] = set()
+        self.tag_ids: dict[str, int] = {}
+        self.stack_ids: dict[tuple[tuple[str, int, str], ...], int] = {}
+        self.lock = threading.Lock()
+
+    # ---- events ---------------------------------------------------------------------------
+
+    def phase(self) -> str:
+        import torch
+
+        if torch._C._current_graph_task_id() != -1:
+            return "backward"
+        if self.in_optimizer:
+            return "optimizer"
+        if self.module_stack:
+            return "forward"
+        return "step" if self.step else "setup"
+
+    def tag(self, phase: str) -> int:
+        if self.step > self.steps:
+            text = "after the steps"
+        else:
+            text = f"step {self.step}: {phase}" if self.step else phase
+        tid = self.tag_ids.get(text)
+        if tid is None:
+            self.capture.tags.append(text)
+            tid = self.tag_ids[text] = len(self.capture.tags)
+        return tid
+
+    def stack(self) -> int:
+        frames: list[tuple[str, int, str]] = []
+        f: Any = sys._getframe(3)
+        while f is not None and len(frames) < 6:
+            name = f.f_code.co_filename
+            if "/torch/" not in name and "/memscope/" not in name and "<frozen" not in name:
+                frames.append((name, f.f_lineno, f.f_code.co_name))
+            f = f.f_back
+        key = tuple(frames)
+        sid = self.stack_ids.get(key)
+        if sid is None:
+            self.capture.stacks.append(frames)
+            sid = self.stack_ids[key] = len(self.capture.stacks)
+        return sid
+
+    def alloc(self, size: int, phase: str, category: str = "temporaries") -> int:
+        addr = self.next_addr
+        self.next_addr += (size + 1023) // 512 * 512 + 512  # distinct, never reused
+        module = self.module_stack[-1] if self.module_stack else ""
+        self.capture.allocations[addr] = Allocation(addr, size, category, module, phase)
+        self.capture.events.append(("alloc", addr, size, self.stack(), self.tag(phase)))
+        return addr
+
+    def free(self, addr: int) -> None:
+        a = self.capture.allocations[addr]
+        self.capture.events.append(("free_completed", addr, a.size, 0, self.tag(self.phase())))
+
+    def track(self, storage: Any, phase: str) -> None:
+        key = storage._cdata
+        if key in self.live:
+            return
+        size = int(storage.nbytes())
+        if size == 0:  # the caching allocator hands out no memory for zero bytes
+            return
+        addr = self.alloc(size, phase)
+        self.live[key] = addr
+
+        def gone(_: Any, key: int = key, addr: int = addr) -> None:
+            with self.lock:
+                if self.live.get(key) == addr:
+                    del self.live[key]
+                    self.free(addr)
+                self.refs.pop(addr, None)
+
+        self.refs[addr] = weakref.ref(storage, gone)
+
+    def is_device(self, t: Any) -> bool:
+        try:
+            return t.untyped_storage()._cdata in self.live
+        except (RuntimeError, NotImplementedError):
+            return False
+
+    def mark(self, t: Any, category: str) -> None:
+        """Gives the storage of `t` a category, keeping the stronger one (CATEGORIES order)."""
+        import torch
+
+        if not isinstance(t, torch.Tensor):
+            return
+        addr = self.live.get(t.untyped_storage()._cdata)
+        if addr is None:
+            return
+        a = self.capture.allocations[addr]
+        if CATEGORIES.index(category) < CATEGORIES.index(a.category):
+            a.category = category
+
+    def workspace(self, phase: str) -> None:
+        thread = "backward" if phase == "backward" else "step"
+        if self.capture.workspace_bytes and thread not in self.workspace_threads:
+            self.workspace_threads.add(thread)
+            self.alloc(self.capture.workspace_bytes, phase, "workspaces")
+
+
+def _modes(rec: _Recorder) -> tuple[Any, Any]:
+    import torch
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class DeviceRewrite(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = dict(kwargs or {})
+            name = getattr(func, "__name__", "")
+            moved = False
+            if "device" in kwargs:
+                kwargs["device"], moved = _rewrite_device(kwargs["device"])
+            rest: list[Any] = []
+            for a in args[1:] if name in ("cuda", "to") else ():
+                a, hit = _rewrite_device(a)
+                if hit:
+                    moved = True
+                elif not (name == "cuda" and isinstance(a, int)):
+                    rest.append(a)
+            if name == "cuda":
+                moved = True
+            if name in ("cuda", "to") and moved and args and isinstance(args[0], torch.Tensor):
+                # A move to the GPU: a copy there (a new allocation), unless it is there.
+                t = args[0]
+                kwargs.pop("device", None)
+                kwargs.pop("non_blocking", None)
+                if rec.is_device(t):
+                    return t.to(*rest, **kwargs) if rest or kwargs else t
+                rec.device_depth += 1
+                try:
+                    if rest or kwargs:
+                        kwargs["copy"] = True
+                        return t.to(*rest, **kwargs)
+                    return t.clone()
+                finally:
+                    rec.device_depth -= 1
+            if not moved:
+                return func(*args, **kwargs)
+            rec.device_depth += 1
+            try:
+                return func(*args, **kwargs)
+            finally:
+                rec.device_depth -= 1
+
+    class Record(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            kwargs = kwargs or {}
+            rec.capture.ops += 1
+            inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            # While the model is built, only what goes to "cuda" is device memory; during the
+            # steps every storage is (the host tensors of a training step are few and small).
+            on_device = (rec.step > 0 or rec.device_depth > 0
+                         or any(rec.is_device(t) for t in inputs))
+            name = func.overloadpacket.__name__
+            phase = rec.phase() if on_device else ""
+            extra: list[int] = []
+            if on_device:
+                if name in _MATMULS:
+                    rec.workspace(phase)
+                if name in _FLASH_BACKWARD:
+                    extra = [rec.alloc(n, phase) for n in _flash_backward_buffers(args)]
+            try:
+                out = func(*args, **kwargs)
+            except Exception as e:  # noqa: BLE001 - reported with the op's name
+                raise _capture_error(func, e) from e
+            if on_device:
+                for t in tree_flatten(out)[0]:
+                    if isinstance(t, torch.Tensor):
+                        rec.track(t.untyped_storage(), phase)
+            for addr in extra:
+                rec.free(addr)
+            return out
+
+    return DeviceRewrite(), Record()
+
+
+def _flash_backward_buffers(args: Any) -> list[int]:
+    """Bytes of the fp32 buffers CUDA's flash-attention backward allocates (flash_api.cpp,
+    mha_bwd): softmax_d (batch, heads, seqlen_q rounded up to 128) and dq_accum (batch,
+    seqlen_q rounded to 128, heads, head_dim rounded to 32, or 64 above 128). Half precision
+    only: CUDA runs fp32 attention on another kernel."""
+    import torch
+
+    q = args[1] if len(args) > 1 else None
+    if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.dtype == torch.float32:
+        return []
+    b, h, lq, d = (int(x) for x in q.shape)
+    lq_r = (lq + 127) // 128 * 128
+    d_r = (d + 31) // 32 * 32 if d <= 128 else (d + 63) // 64 * 64
+    return [b * h * lq_r * 4, b * lq_r * h * d_r * 4]
+
+
+def _capture_error(func: Any, e: Exception) -> CaptureError:
+    name = str(func)
+    kind = type(e).__name__
+    if "DataDependent" in kind or "DynamicOutputShape" in kind:
+        why = ("its output depends on tensor values (.item(), nonzero, boolean masks), which a "
+               "capture without data cannot know")
+    elif "Unsupported" in kind:
+        why = "it has no fake (meta) kernel"
+    else:
+        why = f"{kind}: {e}"
+    return CaptureError(f"memscope.estimate cannot capture op {name}: {why}", op=name)
+
+
+@contextmanager
+def _patched_torch() -> Iterator[None]:
+    """What the capture changes in torch while it runs, undone after."""
+    import torch
+    import torch.utils
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    swap = torch.utils.swap_tensors
+
+    # Module.cuda() swaps each fake parameter with its copy; swap_tensors refuses a tensor
+    # with weak references, and the fake mode keeps one in its memo (a cache) of each.
+    def swap_fake(t1: Any, t2: Any) -> None:
+        for t in (t1, t2):
+            if isinstance(t, FakeTensor):
+                memo = t.fake_mode.fake_tensor_converter.tensor_memo
+                for k in [k for k, v in list(memo.items()) if v is t]:
+                    del memo[k]
+        swap(t1, t2)
+
+    autocast_init = torch.amp.autocast_mode.autocast.__init__
+
+    def cpu_autocast(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        if device_type == "cuda":
+            device_type = "cpu"
+            if kwargs.get("dtype") is None and not args:
+                kwargs["dtype"] = torch.float16
+        autocast_init(self, device_type, *args, **kwargs)
+
+    # On CUDA, optimizers default to their foreach kernels (whole-list temporaries); PyTorch
+    # decides by the tensors' type and device, which for fake CPU tensors says no.
+    import torch.optim.optimizer as optimizer
+
+    default_foreach = optimizer._default_to_fused_or_foreach
+
+    def cuda_foreach(params: Any, differentiable: bool, use_fused: bool = False) -> Any:
+        if differentiable:
+            return False, False
+        return use_fused, not use_fused
+
+    # Each optimizer module imported the function by name: replace it there.
+    holders = [m for name, m in list(sys.modules.items())
+               if name.startswith("torch.optim") and m is not None
+               and getattr(m, "_default_to_fused_or_foreach", None) is default_foreach]
+    torch.utils.swap_tensors = swap_fake
+    for m in holders:
+        m._default_to_fused_or_foreach = cuda_foreach  # type: ignore[attr-defined]
+    torch.amp.autocast_mode.autocast.__init__ = cpu_autocast  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = swap
+        for m in holders:
+            m._default_to_fused_or_foreach = default_foreach  # type: ignore[attr-defined]
+        torch.amp.autocast_mode.autocast.__init__ = autocast_init  # type: ignore[method-assign]
+
+
+def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
+            workspace_bytes: int) -> Capture:
+    """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc."""
+    import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.nn.modules.module import (
+        register_module_forward_hook,
+        register_module_forward_pre_hook,
+    )
+    from torch.optim.optimizer import (
+        register_optimizer_step_post_hook,
+        register_optimizer_step_pre_hook,
+    )
+
+    rec = _Recorder(workspace_bytes)
+    rec.steps = steps
+    rewrite, record = _modes(rec)
+
+    def name_of(module: Any) -> str:
+        name = rec.module_names.get(id(module))
+        if name is None:
+            name = type(module).__name__
+            if not rec.module_stack:  # a root: name its submodules by their paths
+                for sub_name, sub in module.named_modules():
+                    rec.module_names.setdefault(id(sub), sub_name or name)
+                name = rec.module_names.get(id(module), name)
+        return name
+
+    def pre(module: Any, _args: Any) -> None:
+        for p in module.parameters(recurse=False):
+            rec.mark(p, "parameters")
+        for b in module.buffers(recurse=False):
+            rec.mark(b, "parameters")
+        rec.module_stack.append(name_of(module))
+
+    def post(_module: Any, _args: Any, _out: Any) -> None:
+        if rec.module_stack:
+            rec.module_stack.pop()
+
+    def opt_pre(opt: Any, _args: Any, _kwargs: Any) -> None:
+        rec.in_optimizer += 1
+        for group in opt.param_groups:
+            for p in group["params"]:
+                rec.mark(p, "parameters")
+                if p.grad is not None:
+                    rec.mark(p.grad, "gradients")
+
+    def opt_post(opt: Any, _args: Any, _kwargs: Any) -> None:
+        rec.in_optimizer = max(0, rec.in_optimizer - 1)
+        host_steps = not any(g.get("capturable") or g.get("fused") for g in opt.param_groups)
+        for state in opt.state.values():
+            for k, v in state.items():
+                # Adam's and others' step counts stay on the host unless capturable or fused.
+                host = k == "step" and host_steps and getattr(v, "dim", lambda: 1)() == 0
+                rec.mark(v, "host" if host else "optimizer state")
+
+    def pack(t: Any) -> Any:
+        rec.mark(t, "activations")
+        return t
+
+    def unpack(t: Any) -> Any:
+        return t
+
+    fake = FakeTensorMode(allow_non_fake_inputs=True)
+    with ExitStack() as stack:
+        stack.enter_context(_patched_torch())
+        stack.callback(register_module_forward_pre_hook(pre).remove)
+        stack.callback(register_module_forward_hook(post).remove)
+        stack.callback(register_optimizer_step_pre_hook(opt_pre).remove)
+        stack.callback(register_optimizer_step_post_hook(opt_post).remove)
+        stack.enter_context(fake)
+        stack.enter_context(record)
+        stack.enter_context(rewrite)
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(pack, unpack))
+        try:
+            step = workload(batch)
+            if not callable(step):
+                raise CaptureError(
+                    f"memscope.estimate: the workload returned {type(step).__name__}, not the "
+                    "step function (def workload(batch): ...; return train_step)")
+            for i in range(1, steps + 1):
+                rec.step = i
+                rec.capture.step_starts.append(len(rec.capture.events))
+                step()
+                rec.module_stack.clear()
+            # The step's parameters and gradients, for steps without an optimizer.
+        except CaptureError:
+            raise
+        except Exception as e:
+            if isinstance(e.__cause__, CaptureError):
+                raise e.__cause__ from e
+            raise CaptureError(f"memscope.estimate: the workload failed during capture: "
+                               f"{type(e).__name__}: {e}") from e
+        finally:
+            rec.step = steps + 1
+    return rec.capture

@@ -1,0 +1,358 @@
+"""Would a training step fit on a GPU, and at what batch size: answered without the GPU.
+
+``memscope.estimate(workload, batch=8, capacity="24GiB")`` runs ``workload(batch)`` (which builds
+the model and optimizer on "cuda" and returns one training step) on PyTorch fake tensors, records
+what the CUDA caching allocator would be asked for (memscope._capture), and replays that trace
+through memscope's allocator rules on a simulated device of ``capacity``. ``max_batch`` searches
+the largest batch that replays without an out-of-memory error. ``python3 -m memscope.estimate``
+(and ``memscope estimate``) is the command line. docs/estimate.md says what is modelled and what
+is not. torch is imported on first use, not by ``import memscope``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Union
+
+from ._memscope import ReplayResult, Trace, UsageError, format_bytes, parse_size
+
+Workload = Callable[[int], Callable[[], Any]]
+Size = Union[int, str]
+
+# A device this large never refuses: the replay that finds what the step needs.
+_UNLIMITED = 1 << 50
+
+
+def _size(value: Size, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"{what}: expected bytes (int) or a size such as \"24GiB\"")
+    n = parse_size(value) if isinstance(value, str) else value
+    if n <= 0:
+        raise ValueError(f"{what}: must be positive, got {value!r}")
+    return n
+
+
+def _workspace_for(device: str) -> int:
+    """cuBLAS's workspace for the device named: 32 MiB for Hopper and newer (H100, H200, B200,
+    "sm90"...), else the 8 MiB + 128 KiB PyTorch uses before; see memscope._capture."""
+    from . import _capture
+
+    d = device.lower()
+    if d.startswith("cuda") or any(k in d for k in ("h100", "h200", "h800", "gh200", "b100",
+                                                     "b200", "gb200", "sm90", "sm100", "sm120")):
+        return _capture.CUBLAS_WORKSPACE_SM90
+    return _capture.CUBLAS_WORKSPACE_OLDER
+
+
+@dataclass
+class Estimate:
+    """One training step's estimate. Byte figures are what PyTorch's allocator would report on
+    the GPU: ``peak_allocated`` is ``torch.cuda.max_memory_allocated()`` over the last step
+    (peaks reset before it), ``peak_reserved`` the most the allocator reserves over the whole
+    run (model building included) with the settings ``config``."""
+
+    batch: int
+    steps: int
+    capacity: int
+    config: str
+    device: str
+    peak_allocated: int
+    peak_reserved: int
+    fits: bool
+    by_category: dict[str, int]  # live at the last step's peak; adds up to peak_allocated
+    top_modules: list[tuple[str, int]]  # live at that peak, by the module that allocated it
+    trace: Trace
+    replay: ReplayResult  # on `capacity`
+    workspace_bytes: int
+    capture_seconds: float
+    replay_seconds: float
+    ops: int
+    not_modeled: tuple[str, ...] = field(default_factory=tuple)
+
+    def explain(self) -> str:
+        """An aligned text report: the peaks, the fit, what is live at the peak and what the
+        estimate does not model."""
+        lines = [
+            f"memscope estimate: batch {self.batch}, {self.steps} steps, {self.ops:,} ops "
+            f"captured in {self.capture_seconds:.2f} s, replayed in {self.replay_seconds:.2f} s",
+            f"  peak allocated (last step)  {format_bytes(self.peak_allocated):>12}",
+            f"  peak reserved               {format_bytes(self.peak_reserved):>12}"
+            + (f"  (settings: {self.config})" if self.config else ""),
+            f"  capacity                    {format_bytes(self.capacity):>12}  "
+            + ("fits" if self.fits else "DOES NOT FIT (out of memory in the replay)"),
+            "live at the last step's peak, by category:",
+        ]
+        total = max(1, self.peak_allocated)
+        for name, n in self.by_category.items():
+            if n:
+                lines.append(f"  {name:<26}  {format_bytes(n):>12}  {100 * n / total:5.1f}%")
+        if self.top_modules:
+            lines.append("by module (forward allocations; others by phase):")
+            for name, n in self.top_modules:
+                lines.append(f"  {name[:26]:<26}  {format_bytes(n):>12}  {100 * n / total:5.1f}%")
+        lines.append(f"modelled: storage sizes of every op; cuBLAS workspaces of "
+                     f"{format_bytes(self.workspace_bytes)} per thread; flash-attention backward "
+                     "buffers; the caching allocator's rounding, splitting and cache")
+        lines.append("not modelled:")
+        lines += [f"  - {x}" for x in self.not_modeled]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.explain()
+
+    def to_dict(self) -> dict[str, Any]:
+        """The figures as plain values (for JSON)."""
+        return {
+            "batch": self.batch, "steps": self.steps, "capacity": self.capacity,
+            "config": self.config, "device": self.device,
+            "peak_allocated": self.peak_allocated, "peak_reserved": self.peak_reserved,
+            "fits": self.fits, "by_category": dict(self.by_category),
+            "top_modules": [list(m) for m in self.top_modules],
+            "workspace_bytes": self.workspace_bytes, "ops": self.ops,
+            "capture_seconds": self.capture_seconds, "replay_seconds": self.replay_seconds,
+            "not_modeled": list(self.not_modeled),
+        }
+
+
+def _require_torch() -> None:
+    if importlib.util.find_spec("torch") is None:
+        raise ImportError("memscope.estimate needs PyTorch: pip install torch")
+
+
+def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "cuda:0",
+             capacity: Size = "24GiB", config: str = "",
+             workspace_bytes: Optional[int] = None) -> Estimate:
+    """Captures `steps` runs of the step ``workload(batch)`` returns, on fake tensors (nothing
+    is allocated, no GPU is needed), and replays it on a simulated device of `capacity` with the
+    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `device` names the GPU the
+    estimate is for (it chooses cuBLAS's workspace size; "cuda:0" means a Hopper-class GPU);
+    `workspace_bytes` overrides that size. Raises memscope.CaptureError naming the op when the
+    step cannot run without data (an op with no fake kernel, ``.item()``, data-dependent
+    shapes)."""
+    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
+        raise ValueError(f"estimate: batch must be a positive int, got {batch!r}")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"estimate: steps must be a positive int, got {steps!r}")
+    cap = _size(capacity, "capacity")
+    _require_torch()
+    from . import _capture
+
+    ws = _workspace_for(device) if workspace_bytes is None else workspace_bytes
+    t0 = time.perf_counter()
+    c = _capture.capture(workload, batch, steps, ws)
+    t1 = time.perf_counter()
+    trace, starts = _trace(c)
+    free = trace.replay(capacity=_UNLIMITED, config=config, series=True, top_sites=0)
+    on_cap = trace.replay(capacity=cap, config=config) if cap < _UNLIMITED else free
+    t2 = time.perf_counter()
+    series = free.series
+    first = starts[-1]
+    window = range(max(0, first - 1), len(series))
+    peak_op = max(window, key=lambda i: series[i][1]) if len(window) else 0
+    peak_allocated = series[peak_op][1] if series else 0
+    by_category, modules = _live_at(c, trace_events(c), peak_op, peak_allocated)
+    return Estimate(
+        batch=batch, steps=steps, capacity=cap, config=config, device=device,
+        peak_allocated=peak_allocated, peak_reserved=free.peak_reserved, fits=not on_cap.oom,
+        by_category=by_category, top_modules=modules, trace=trace, replay=on_cap,
+        workspace_bytes=ws, capture_seconds=t1 - t0, replay_seconds=t2 - t1, ops=c.ops,
+        not_modeled=_capture.NOT_MODELED)
+
+
+def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
+    """The capture's events without those of host tensors (recorded, then found on the host)."""
+    host = {a.addr for a in c.allocations.values() if a.category == "host"}
+    return [e for e in c.events if e[1] not in host]
+
+
+def _trace(c: Any) -> tuple[Trace, list[int]]:
+    host = {a.addr for a in c.allocations.values() if a.category == "host"}
+    kept = 0
+    index = []  # events kept before each original index
+    for e in c.events:
+        index.append(kept)
+        kept += e[1] not in host
+    index.append(kept)
+    starts = [index[s] for s in c.step_starts]
+    events = trace_events(c)
+    if not events:
+        raise UsageError("memscope.estimate: the step allocated no GPU memory (does it use "
+                         "\"cuda\" tensors?)")
+    return Trace.from_events(events, c.tags, c.stacks), starts
+
+
+def _live_at(c: Any, events: Sequence[tuple[str, int, int, int, int]], op: int,
+             allocated: int) -> tuple[dict[str, int], list[tuple[str, int]]]:
+    """What was live after event `op`: requested bytes by category (plus the allocator's
+    rounding, so they add up to `allocated`) and by module."""
+    from ._capture import CATEGORIES
+
+    live: dict[int, int] = {}
+    for action, addr, size, _, _ in events[: op + 1]:
+        if action == "alloc":
+            live[addr] = size
+        else:
+            live.pop(addr, None)
+    cats = {name: 0 for name in CATEGORIES if name != "host"}
+    mods: dict[str, int] = {}
+    for addr, size in live.items():
+        a = c.allocations[addr]
+        cats[a.category] += size
+        where = a.module if a.phase == "forward" and a.module else f"({a.phase or 'setup'})"
+        mods[where] = mods.get(where, 0) + size
+    cats["allocator rounding"] = max(0, allocated - sum(cats.values()))
+    top = sorted(mods.items(), key=lambda kv: -kv[1])[:8]
+    return cats, top
+
+
+@dataclass
+class BatchSearch:
+    """max_batch's answer and every batch it tried."""
+
+    batch: int  # the largest batch that fits; 0 when batch 1 does not
+    capacity: int
+    tried: dict[int, bool]  # batch -> fits
+    estimates: dict[int, Estimate]
+    seconds: float
+
+    def explain(self) -> str:
+        tried = ", ".join(f"{b}:{'fits' if ok else 'OOM'}" for b, ok in sorted(self.tried.items()))
+        return (f"largest batch on {format_bytes(self.capacity)}: {self.batch} "
+                f"({len(self.tried)} captures in {self.seconds:.1f} s; {tried})")
+
+    def __int__(self) -> int:
+        return self.batch
+
+
+def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
+              device: str = "cuda:0", config: str = "", limit: int = 1 << 16,
+              workspace_bytes: Optional[int] = None) -> BatchSearch:
+    """The largest batch whose steps replay on `capacity` without an out-of-memory error:
+    doubling from 1, then bisecting, one capture per batch tried (each a real capture: a
+    trace is never scaled, so shape-dependent kernels and allocator rounding are honest).
+    The answer fits and answer + 1 does not (unless it is `limit`); every batch tried is in
+    ``tried``."""
+    cap = _size(capacity, "capacity")
+    t0 = time.perf_counter()
+    tried: dict[int, bool] = {}
+    estimates: dict[int, Estimate] = {}
+
+    def fits(b: int) -> bool:
+        if b not in tried:
+            e = estimate(workload, batch=b, steps=steps, device=device, capacity=cap,
+                         config=config, workspace_bytes=workspace_bytes)
+            estimates[b] = e
+            tried[b] = e.fits
+        return tried[b]
+
+    if not fits(1):
+        return BatchSearch(0, cap, tried, estimates, time.perf_counter() - t0)
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    if hi > limit:
+        hi = limit + 1
+        if fits(limit):
+            return BatchSearch(limit, cap, tried, estimates, time.perf_counter() - t0)
+    while hi - lo > 1:  # fits(lo), not fits(hi)
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return BatchSearch(lo, cap, tried, estimates, time.perf_counter() - t0)
+
+
+def _load_workload(spec: str) -> Workload:
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path or not name:
+        raise UsageError(f"memscope estimate: expected SCRIPT.py:FUNCTION, got {spec!r}")
+    if not os.path.isfile(path):
+        raise UsageError(f"memscope estimate: no such script: {path}")
+    spec_obj = importlib.util.spec_from_file_location("__memscope_workload__", path)
+    if spec_obj is None or spec_obj.loader is None:
+        raise UsageError(f"memscope estimate: cannot load {path} as Python")
+    module = importlib.util.module_from_spec(spec_obj)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    spec_obj.loader.exec_module(module)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise UsageError(f"memscope estimate: {path} has no function {name!r}")
+    return fn  # type: ignore[no-any-return]
+
+
+def _write_html(e: Estimate, path: str) -> None:
+    """The trace's replay as memscope's HTML report, by the memscope command
+    (MEMSCOPE_EXE, set by `memscope estimate`, else `memscope` on PATH)."""
+    exe = os.environ.get("MEMSCOPE_EXE") or shutil.which("memscope")
+    if not exe:
+        raise UsageError("memscope estimate --html: the memscope command is not on PATH")
+    with tempfile.TemporaryDirectory() as tmp:
+        snap = os.path.join(tmp, "estimate.pickle")
+        e.trace.save(snap)
+        cmd = [exe, "replay", snap, "--capacity", str(e.capacity), "--html", path]
+        if e.config:
+            cmd += ["--config", e.config]
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``python3 -m memscope.estimate SCRIPT.py:FUNCTION --batch 8 --capacity 24GiB``."""
+    p = argparse.ArgumentParser(
+        prog="memscope estimate",
+        description="Estimate a training step's GPU memory without a GPU: FUNCTION(batch) in "
+                    "SCRIPT.py builds the model on \"cuda\" and returns the step.")
+    p.add_argument("workload", help="SCRIPT.py:FUNCTION")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--capacity", default="24GiB", help="the GPU memory the allocator may use")
+    p.add_argument("--config", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
+    p.add_argument("--device", default="cuda:0",
+                   help="the GPU estimated for (e.g. h100, a100; chooses cuBLAS's workspace)")
+    p.add_argument("--max-batch", action="store_true", help="also search the largest batch")
+    p.add_argument("--json", metavar="PATH", help="write the figures as JSON")
+    p.add_argument("--html", metavar="PATH", help="write the replay's HTML report")
+    p.add_argument("--snapshot", metavar="PATH",
+                   help="write the trace as a PyTorch snapshot (memory_viz opens it)")
+    a = p.parse_args(argv)
+    try:
+        _require_torch()
+        workload = _load_workload(a.workload)
+        e = estimate(workload, batch=a.batch, steps=a.steps, device=a.device,
+                     capacity=a.capacity, config=a.config)
+        print(e.explain())
+        result: dict[str, Any] = {"estimate": e.to_dict()}
+        if a.max_batch:
+            s = max_batch(workload, capacity=a.capacity, steps=a.steps, device=a.device,
+                          config=a.config)
+            print(s.explain())
+            result["max_batch"] = {"batch": s.batch, "seconds": s.seconds,
+                                   "tried": {str(k): v for k, v in sorted(s.tried.items())}}
+        if a.snapshot:
+            e.trace.save(a.snapshot)
+        if a.json:
+            with open(a.json, "w") as f:
+                json.dump(result, f, indent=2)
+        if a.html:
+            _write_html(e, a.html)
+    except ImportError as err:
+        print(f"memscope estimate: {err}", file=sys.stderr)
+        return 2
+    except Exception as err:  # noqa: BLE001 - the command line reports, it does not trace
+        print(f"memscope estimate: {type(err).__name__}: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

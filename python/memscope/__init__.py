@@ -98,6 +98,8 @@ __all__ = [
     "Comparison",
 ]
 
+from ._capture import CaptureError
+from ._estimate import BatchSearch, Estimate, estimate, max_batch
 from ._tracking import (
     MemorySource,
     Tracker,
@@ -116,13 +118,8 @@ from ._tracking import (
 __all__ += [
     "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
     "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
-    "nvml_source",
+    "nvml_source", "estimate", "max_batch", "Estimate", "BatchSearch", "CaptureError",
 ]
-
-from ._capture import CaptureError
-from ._estimate import BatchSearch, Estimate, estimate, max_batch
-
-__all__ += ["estimate", "max_batch", "Estimate", "BatchSearch", "CaptureError"]
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use
     from . import distributed as distributed

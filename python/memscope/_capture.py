@@ -33,9 +33,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-# cuBLAS's workspace per (handle, stream): PyTorch's default, aten/src/ATen/cuda/CublasHandlePool.cpp
-# (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on compute capability 9.x and newer (Hopper,
-# Blackwell), ":4096:2:16:8" = 8 MiB + 128 KiB before. It is allocated through the caching
+# cuBLAS's workspace per (handle, stream): PyTorch's default, in
+# aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on
+# compute capability 9.x and newer (Hopper, Blackwell), ":4096:2:16:8" = 8 MiB + 128 KiB before. It is allocated through the caching
 # allocator at a thread's first matrix multiply and kept; autograd's backward runs on its own
 # thread, hence its own handle and workspace.
 CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
@@ -276,7 +276,7 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
             finally:
                 rec.device_depth -= 1
 
-    class Record(TorchDispatchMode):
+    class Record(TorchDispatchMode):  # type: ignore[no-untyped-call]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
@@ -296,7 +296,7 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
                     extra = [rec.alloc(n, phase) for n in _flash_backward_buffers(args)]
             try:
                 out = func(*args, **kwargs)
-            except Exception as e:  # noqa: BLE001 - reported with the op's name
+            except Exception as e:  # reported with the op's name
                 raise _capture_error(func, e) from e
             if on_device:
                 for t in tree_flatten(out)[0]:
@@ -306,7 +306,7 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
                 rec.free(addr)
             return out
 
-    return DeviceRewrite(), Record()
+    return DeviceRewrite(), Record()  # type: ignore[no-untyped-call]
 
 
 def _flash_backward_buffers(args: Any) -> list[int]:
@@ -355,7 +355,7 @@ def _patched_torch() -> Iterator[None]:
                 memo = t.fake_mode.fake_tensor_converter.tensor_memo
                 for k in [k for k, v in list(memo.items()) if v is t]:
                     del memo[k]
-        swap(t1, t2)
+        swap(t1, t2)  # type: ignore[no-untyped-call]
 
     autocast_init = torch.amp.autocast_mode.autocast.__init__
 

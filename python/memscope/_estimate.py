@@ -154,6 +154,7 @@ def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "
     trace, starts = _trace(c)
     free = trace.replay(capacity=_UNLIMITED, config=config, series=True, top_sites=0)
     on_cap = trace.replay(capacity=cap, config=config) if cap < _UNLIMITED else free
+    assert isinstance(free, ReplayResult) and isinstance(on_cap, ReplayResult)
     t2 = time.perf_counter()
     series = free.series
     first = starts[-1]
@@ -348,7 +349,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ImportError as err:
         print(f"memscope estimate: {err}", file=sys.stderr)
         return 2
-    except Exception as err:  # noqa: BLE001 - the command line reports, it does not trace
+    except Exception as err:  # the command line reports, it does not trace
         print(f"memscope estimate: {type(err).__name__}: {err}", file=sys.stderr)
         return 1
     return 0

@@ -36,8 +36,8 @@ from typing import Any, Optional
 # cuBLAS's workspace per (handle, stream): PyTorch's default, in
 # aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on
 # compute capability 9.x and newer (Hopper, Blackwell), ":4096:2:16:8" = 8 MiB + 128 KiB
-# before. It is allocated through the caching allocator at a thread's first matrix multiply and kept; autograd's backward runs on its own
-# thread, hence its own handle and workspace.
+# before. It is allocated through the caching allocator at a thread's first matrix multiply
+# and kept; autograd's backward runs on its own thread, hence its own handle and workspace.
 CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
 CUBLAS_WORKSPACE_OLDER = 4096 * 1024 * 2 + 16 * 1024 * 8
 

@@ -59,6 +59,21 @@ NOT_MODELED = (
     "torch.compile, CUDA graphs, custom CUDA extensions, other streams",
 )
 
+# CUDA autocast's fp32 lists (aten/src/ATen/autocast_mode.cpp): ops run in fp32 on lower
+# precision inputs, and ops given dtype=float32 (fp32_set_opt_dtype). CPU autocast keeps these
+# in the lower precision, so the capture casts at the Python call (see _autocast_fp32).
+_AUTOCAST_FP32 = frozenset(
+    ("exp", "log", "log2", "log10", "log1p", "expm1", "rsqrt", "reciprocal", "pow", "__pow__",
+     "__rpow__", "square", "sinh", "cosh", "tan", "acos", "asin", "erfinv", "softplus",
+     "layer_norm", "group_norm", "norm", "cosine_similarity", "nll_loss", "kl_div", "l1_loss",
+     "smooth_l1_loss", "huber_loss", "mse_loss", "binary_cross_entropy_with_logits",
+     "cross_entropy", "logsumexp", "dist", "cdist", "renorm", "poisson_nll_loss",
+     "cosine_embedding_loss", "hinge_embedding_loss", "margin_ranking_loss",
+     "soft_margin_loss", "multi_margin_loss", "multilabel_margin_loss",
+     "triplet_margin_loss"))
+_AUTOCAST_FP32_DTYPE = frozenset(
+    ("softmax", "log_softmax", "sum", "prod", "cumsum", "cumprod"))
+
 _MATMULS = frozenset(
     ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "_addmm_activation", "matmul",
      "dot", "vdot", "addr", "_int_mm", "_scaled_mm"))
@@ -100,6 +115,7 @@ class Capture:
     step_starts: list[int] = field(default_factory=list)  # event index where each step began
     ops: int = 0
     workspace_bytes: int = 0
+    setup_reads: int = 0  # tensor values read while the model was built (zero stood in)
 
 
 def _rewrite_device(value: Any) -> tuple[Any, bool]:
@@ -124,6 +140,7 @@ class _Recorder:
         self.refs: dict[int, Any] = {}  # addr -> weakref to the storage
         self.next_addr = 0x7F0000000000
         self.device_depth = 0  # > 0 inside a call rewritten from "cuda"
+        self.autocast = 0  # > 0 inside autocast("cuda") (run as CPU autocast)
         self.module_stack: list[str] = []
         self.module_names: dict[int, str] = {}
         self.in_optimizer = 0
@@ -242,32 +259,30 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
             moved = False
+            if name in ("cuda", "to") and args and isinstance(args[0], torch.Tensor):
+                t = args[0]
+                if name == "cuda":
+                    dtype, fmt, moved = None, kwargs.get("memory_format"), True
+                else:
+                    target, dtype, _, fmt = torch._C._nn._parse_to(*args[1:], **kwargs)
+                    moved = target is not None and target.type == "cuda"
+                if moved:  # to the GPU: a copy there (a new allocation), unless it is there
+                    how: dict[str, Any] = {}
+                    if dtype is not None:
+                        how["dtype"] = dtype
+                    if fmt is not None:
+                        how["memory_format"] = fmt
+                    if rec.is_device(t):
+                        return t.to(**how) if how else t
+                    rec.device_depth += 1
+                    try:
+                        return t.to(copy=True, **how) if how else t.clone()
+                    finally:
+                        rec.device_depth -= 1
             if "device" in kwargs:
                 kwargs["device"], moved = _rewrite_device(kwargs["device"])
-            rest: list[Any] = []
-            for a in args[1:] if name in ("cuda", "to") else ():
-                a, hit = _rewrite_device(a)
-                if hit:
-                    moved = True
-                elif not (name == "cuda" and isinstance(a, int)):
-                    rest.append(a)
-            if name == "cuda":
-                moved = True
-            if name in ("cuda", "to") and moved and args and isinstance(args[0], torch.Tensor):
-                # A move to the GPU: a copy there (a new allocation), unless it is there.
-                t = args[0]
-                kwargs.pop("device", None)
-                kwargs.pop("non_blocking", None)
-                if rec.is_device(t):
-                    return t.to(*rest, **kwargs) if rest or kwargs else t
-                rec.device_depth += 1
-                try:
-                    if rest or kwargs:
-                        kwargs["copy"] = True
-                        return t.to(*rest, **kwargs)
-                    return t.clone()
-                finally:
-                    rec.device_depth -= 1
+            if rec.autocast and (name in _AUTOCAST_FP32 or name in _AUTOCAST_FP32_DTYPE):
+                args, kwargs = _autocast_fp32(name, args, kwargs)
             if not moved:
                 return func(*args, **kwargs)
             rec.device_depth += 1
@@ -294,6 +309,12 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
                     rec.workspace(phase)
                 if name in _FLASH_BACKWARD:
                     extra = [rec.alloc(n, phase) for n in _flash_backward_buffers(args)]
+            if name == "_local_scalar_dense" and rec.step == 0:
+                # A value read while the model is built (e.g. trunc_normal_'s rejection loop):
+                # no memory depends on initial values, so a zero stands in for it.
+                rec.capture.setup_reads += 1
+                t = args[0]
+                return False if t.dtype == torch.bool else (0.0 if t.is_floating_point() else 0)
             try:
                 out = func(*args, **kwargs)
             except Exception as e:  # reported with the op's name
@@ -307,6 +328,26 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
             return out
 
     return DeviceRewrite(), Record()  # type: ignore[no-untyped-call]
+
+
+def _autocast_fp32(name: str, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """What CUDA autocast does to an op of its fp32 lists, at the op's Python call: fp16/bf16
+    tensor arguments cast to fp32, or dtype=float32 for the ops that take a dtype."""
+    import torch
+
+    low = (torch.float16, torch.bfloat16)
+    tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+    if not any(t.dtype in low for t in tensors):
+        return args, kwargs
+    if name in _AUTOCAST_FP32_DTYPE:
+        if kwargs.get("dtype") is None:
+            kwargs = {**kwargs, "dtype": torch.float32}
+        return args, kwargs
+
+    def up(a: Any) -> Any:
+        return a.float() if isinstance(a, torch.Tensor) and a.dtype in low else a
+
+    return tuple(up(a) for a in args), {k: up(v) for k, v in kwargs.items()}
 
 
 def _flash_backward_buffers(args: Any) -> list[int]:
@@ -339,7 +380,7 @@ def _capture_error(func: Any, e: Exception) -> CaptureError:
 
 
 @contextmanager
-def _patched_torch() -> Iterator[None]:
+def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
     """What the capture changes in torch while it runs, undone after."""
     import torch
     import torch.utils
@@ -357,14 +398,27 @@ def _patched_torch() -> Iterator[None]:
                     del memo[k]
         swap(t1, t2)  # type: ignore[no-untyped-call]
 
-    autocast_init = torch.amp.autocast_mode.autocast.__init__
+    autocast = torch.amp.autocast_mode.autocast
+    autocast_init, autocast_enter, autocast_exit = (
+        autocast.__init__, autocast.__enter__, autocast.__exit__)
 
     def cpu_autocast(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
+        self._memscope_cuda = device_type == "cuda"
         if device_type == "cuda":
             device_type = "cpu"
             if kwargs.get("dtype") is None and not args:
                 kwargs["dtype"] = torch.float16
         autocast_init(self, device_type, *args, **kwargs)
+
+    def enter(self: Any) -> Any:
+        if getattr(self, "_memscope_cuda", False) and self._enabled:
+            on_enter(1)
+        return autocast_enter(self)
+
+    def exit(self: Any, *exc: Any) -> Any:
+        if getattr(self, "_memscope_cuda", False) and self._enabled:
+            on_enter(-1)
+        return autocast_exit(self, *exc)
 
     # On CUDA, optimizers default to their foreach kernels (whole-list temporaries); PyTorch
     # decides by the tensors' type and device, which for fake CPU tensors says no.
@@ -384,14 +438,18 @@ def _patched_torch() -> Iterator[None]:
     torch.utils.swap_tensors = swap_fake
     for m in holders:
         m._default_to_fused_or_foreach = cuda_foreach  # type: ignore[attr-defined]
-    torch.amp.autocast_mode.autocast.__init__ = cpu_autocast  # type: ignore[method-assign]
+    autocast.__init__ = cpu_autocast  # type: ignore[method-assign]
+    autocast.__enter__ = enter  # type: ignore[method-assign]
+    autocast.__exit__ = exit  # type: ignore[method-assign]
     try:
         yield
     finally:
         torch.utils.swap_tensors = swap
         for m in holders:
             m._default_to_fused_or_foreach = default_foreach  # type: ignore[attr-defined]
-        torch.amp.autocast_mode.autocast.__init__ = autocast_init  # type: ignore[method-assign]
+        autocast.__init__ = autocast_init  # type: ignore[method-assign]
+        autocast.__enter__ = autocast_enter  # type: ignore[method-assign]
+        autocast.__exit__ = autocast_exit  # type: ignore[method-assign]
 
 
 def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
@@ -459,7 +517,10 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
 
     fake = FakeTensorMode(allow_non_fake_inputs=True)
     with ExitStack() as stack:
-        stack.enter_context(_patched_torch())
+        def on_autocast(delta: int) -> None:
+            rec.autocast += delta
+
+        stack.enter_context(_patched_torch(on_autocast))
         stack.callback(register_module_forward_pre_hook(pre).remove)
         stack.callback(register_module_forward_hook(post).remove)
         stack.callback(register_optimizer_step_pre_hook(opt_pre).remove)

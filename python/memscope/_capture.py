@@ -101,6 +101,7 @@ class Allocation:
     category: str = "temporaries"
     module: str = ""  # the innermost module running forward when it was allocated
     phase: str = ""
+    op: str = ""  # the op whose output it is (or what the capture added: "cuBLAS workspace")
 
 
 @dataclass
@@ -113,6 +114,7 @@ class Capture:
     stacks: list[list[tuple[str, int, str]]] = field(default_factory=list)
     allocations: dict[int, Allocation] = field(default_factory=dict)
     step_starts: list[int] = field(default_factory=list)  # event index where each step began
+    step_ends: list[int] = field(default_factory=list)  # and where it ended
     ops: int = 0
     workspace_bytes: int = 0
     setup_reads: int = 0  # tensor values read while the model was built (zero stood in)
@@ -190,11 +192,11 @@ class _Recorder:
             sid = self.stack_ids[key] = len(self.capture.stacks)
         return sid
 
-    def alloc(self, size: int, phase: str, category: str = "temporaries") -> int:
+    def alloc(self, size: int, phase: str, category: str = "temporaries", op: str = "") -> int:
         addr = self.next_addr
         self.next_addr += (size + 1023) // 512 * 512 + 512  # distinct, never reused
         module = self.module_stack[-1] if self.module_stack else ""
-        self.capture.allocations[addr] = Allocation(addr, size, category, module, phase)
+        self.capture.allocations[addr] = Allocation(addr, size, category, module, phase, op)
         self.capture.events.append(("alloc", addr, size, self.stack(), self.tag(phase)))
         return addr
 
@@ -202,14 +204,14 @@ class _Recorder:
         a = self.capture.allocations[addr]
         self.capture.events.append(("free_completed", addr, a.size, 0, self.tag(self.phase())))
 
-    def track(self, storage: Any, phase: str) -> None:
+    def track(self, storage: Any, phase: str, op: str) -> None:
         key = storage._cdata
         if key in self.live:
             return
         size = int(storage.nbytes())
         if size == 0:  # the caching allocator hands out no memory for zero bytes
             return
-        addr = self.alloc(size, phase)
+        addr = self.alloc(size, phase, op=op)
         self.live[key] = addr
 
         def gone(_: Any, key: int = key, addr: int = addr) -> None:
@@ -244,7 +246,7 @@ class _Recorder:
         thread = "backward" if phase == "backward" else "step"
         if self.capture.workspace_bytes and thread not in self.workspace_threads:
             self.workspace_threads.add(thread)
-            self.alloc(self.capture.workspace_bytes, phase, "workspaces")
+            self.alloc(self.capture.workspace_bytes, phase, "workspaces", "cuBLAS workspace")
 
 
 def _modes(rec: _Recorder) -> tuple[Any, Any]:
@@ -299,16 +301,20 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
             inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
             # While the model is built, only what goes to "cuda" is device memory; during the
             # steps every storage is (the host tensors of a training step are few and small).
-            on_device = (rec.step > 0 or rec.device_depth > 0
-                         or any(rec.is_device(t) for t in inputs))
             name = func.overloadpacket.__name__
+            # torch.tensor(data) without a device is host data (lift_fresh turns it into a fake
+            # tensor); with device="cuda" it is under a rewritten call.
+            host_data = name.startswith("lift_fresh") and rec.device_depth == 0
+            on_device = not host_data and (rec.step > 0 or rec.device_depth > 0
+                                           or any(rec.is_device(t) for t in inputs))
             phase = rec.phase() if on_device else ""
             extra: list[int] = []
             if on_device:
                 if name in _MATMULS:
                     rec.workspace(phase)
                 if name in _FLASH_BACKWARD:
-                    extra = [rec.alloc(n, phase) for n in _flash_backward_buffers(args)]
+                    extra = [rec.alloc(n, phase, op=f"{name} (CUDA buffer)")
+                             for n in _flash_backward_buffers(args)]
             if name == "_local_scalar_dense" and rec.step == 0:
                 # A value read while the model is built (e.g. trunc_normal_'s rejection loop):
                 # no memory depends on initial values, so a zero stands in for it.
@@ -322,7 +328,7 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
             if on_device:
                 for t in tree_flatten(out)[0]:
                     if isinstance(t, torch.Tensor):
-                        rec.track(t.untyped_storage(), phase)
+                        rec.track(t.untyped_storage(), phase, name)
             for addr in extra:
                 rec.free(addr)
             return out
@@ -480,9 +486,19 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
                 name = rec.module_names.get(id(module), name)
         return name
 
+    params: dict[int, Any] = {}  # every parameter a forward used, weakly
+
+    def mark_grads() -> None:
+        for ref in list(params.values()):
+            p = ref()
+            if p is not None and p.grad is not None:
+                rec.mark(p.grad, "gradients")
+
     def pre(module: Any, _args: Any) -> None:
         for p in module.parameters(recurse=False):
             rec.mark(p, "parameters")
+            if id(p) not in params:
+                params[id(p)] = weakref.ref(p)
         for b in module.buffers(recurse=False):
             rec.mark(b, "parameters")
         rec.module_stack.append(name_of(module))
@@ -493,6 +509,7 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
 
     def opt_pre(opt: Any, _args: Any, _kwargs: Any) -> None:
         rec.in_optimizer += 1
+        mark_grads()
         for group in opt.param_groups:
             for p in group["params"]:
                 rec.mark(p, "parameters")
@@ -540,7 +557,8 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
                 rec.capture.step_starts.append(len(rec.capture.events))
                 step()
                 rec.module_stack.clear()
-            # The step's parameters and gradients, for steps without an optimizer.
+                mark_grads()  # gradients a step keeps (no optimizer, or no zero_grad)
+                rec.capture.step_ends.append(len(rec.capture.events))
         except CaptureError:
             raise
         except Exception as e:

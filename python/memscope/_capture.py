@@ -527,7 +527,10 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
 
     def pack(t: Any) -> Any:
         rec.mark(t, "activations")
-        return t
+        # Not `t` itself: a saved output holds its grad_fn, which holds what it saved, a
+        # reference cycle that would keep activations alive until the garbage collector runs.
+        # A detached alias shares the storage and holds no graph.
+        return t.detach()
 
     def unpack(t: Any) -> Any:
         return t

@@ -121,7 +121,10 @@ def _eager_sequence(workload: Callable[[int], Callable[[], None]], batch: int,
             inputs = tree_flatten((args, kwargs or {}))[0]
             for t in inputs:  # storages from before the step are not new
                 if isinstance(t, torch.Tensor):
-                    seen.setdefault(t.untyped_storage()._cdata, None)
+                    s = t.untyped_storage()
+                    if s._cdata not in seen:  # forgotten when freed: its address may be reused
+                        seen[s._cdata] = weakref.ref(
+                            s, lambda _, k=s._cdata: seen.pop(k, None))
             out = func(*args, **(kwargs or {}))
             for t in tree_flatten(out)[0]:
                 if isinstance(t, torch.Tensor):

@@ -47,6 +47,16 @@ demo:
 	  --json $(DEMO)/demo/run.json -- python3 examples/python/demo.py $(DEMO)/demo/python
 	@printf '\nHTML reports (open in a browser):\n  %s\n  %s\n' "$$PWD/$(DEMO)/demo/replay.html" \
 	  "$$PWD/$(DEMO)/demo/run.html"
+	@# Issue 26: a GPT-2-like decoder's AdamW step on a 24 GiB GPU, estimated on this machine
+	@# without a GPU (PyTorch fake tensors): peaks, what is live at the peak, the largest batch.
+	@# It needs PyTorch, which `scripts/bootstrap demo` does not install (`scripts/bootstrap` does).
+	@if python3 -c 'import torch' 2>/dev/null; then \
+	  printf '\n== memscope estimate examples/python/estimate_gpt.py:workload --batch 8 --capacity 24GiB --max-batch (4 layers, 256 wide, context 256; no GPU used)\n'; \
+	  GPT_LAYERS=4 GPT_WIDTH=256 GPT_CONTEXT=256 PYTHONPATH=$(DEMO)/python \
+	  ./$(DEMO)/tools/memscope/memscope estimate examples/python/estimate_gpt.py:workload --batch 8 \
+	    --steps 2 --capacity 24GiB --max-batch --html $(DEMO)/demo/estimate.html && \
+	  printf '  %s\n' "$$PWD/$(DEMO)/demo/estimate.html"; \
+	else printf '\n(memscope estimate skipped: PyTorch is not installed; pip install torch)\n'; fi
 
 test: build
 	@ctest --preset default -j $(JOBS)

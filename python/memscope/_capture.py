@@ -20,7 +20,8 @@ How (docs/estimate.md has the user's view):
 - Categories come from what tensors are: module parameters (seen by global forward hooks),
   their ``.grad``, optimizer state (global optimizer step hooks), tensors autograd saves for
   backward (saved-tensor hooks); everything else is a temporary.
-- ``torch.autocast("cuda", ...)`` becomes CPU autocast with the same dtype (see NOT_MODELED).
+- ``torch.autocast("cuda", ...)`` becomes CPU autocast with the same dtype, and the ops CUDA
+  autocast runs in fp32 get fp32 inputs at their Python call (see NOT_MODELED).
 """
 
 from __future__ import annotations
@@ -51,9 +52,9 @@ NOT_MODELED = (
     "attention); flash attention's fp32 buffers are modelled",
     "kernels PyTorch's CPU dispatch picks differently from CUDA's: where CPU attention falls "
     "back to the math path but CUDA would use a fused kernel, the estimate is high",
-    "autocast(\"cuda\") runs as CPU autocast with the same dtype: ops CUDA autocast keeps in "
-    "fp32 (layer_norm, softmax, ...) but CPU autocast does not change dtype are estimated in "
-    "the lower precision",
+    "autocast(\"cuda\") runs as CPU autocast with the same dtype, and CUDA autocast's fp32 "
+    "ops are cast at their Python call (torch.exp, F.softmax, F.cross_entropy, ...); an op "
+    "called from C++ inside another (a composite) follows CPU autocast's lists",
     "the CUDA context, cuBLAS/cuDNN handles and NCCL buffers (outside the caching allocator; "
     "the capacity is what the allocator may use)",
     "torch.compile, CUDA graphs, custom CUDA extensions, other streams",
@@ -419,7 +420,7 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
     def enter(self: Any) -> Any:
         if getattr(self, "_memscope_cuda", False) and self._enabled:
             on_enter(1)
-        return autocast_enter(self)
+        return autocast_enter(self)  # type: ignore[no-untyped-call]
 
     def exit(self: Any, *exc: Any) -> Any:
         if getattr(self, "_memscope_cuda", False) and self._enabled:

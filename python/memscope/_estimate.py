@@ -150,6 +150,14 @@ def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "
     ws = _workspace_for(device) if workspace_bytes is None else workspace_bytes
     t0 = time.perf_counter()
     c = _capture.capture(workload, batch, steps, ws)
+    return _evaluate(c, batch, steps, device, cap, config, time.perf_counter() - t0)
+
+
+def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str,
+              capture_seconds: float) -> Estimate:
+    """The estimate of a capture: its trace replayed, the last step's peak, what was live."""
+    from . import _capture
+
     t1 = time.perf_counter()
     trace, starts = _trace(c)
     free = trace.replay(capacity=_UNLIMITED, config=config, series=True, top_sites=0)
@@ -166,8 +174,8 @@ def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "
         batch=batch, steps=steps, capacity=cap, config=config, device=device,
         peak_allocated=peak_allocated, peak_reserved=free.peak_reserved, fits=not on_cap.oom,
         by_category=by_category, top_modules=modules, trace=trace, replay=on_cap,
-        workspace_bytes=ws, capture_seconds=t1 - t0, replay_seconds=t2 - t1, ops=c.ops,
-        not_modeled=_capture.NOT_MODELED)
+        workspace_bytes=c.workspace_bytes, capture_seconds=capture_seconds,
+        replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED)
 
 
 def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
@@ -209,7 +217,12 @@ def _live_at(c: Any, events: Sequence[tuple[str, int, int, int, int]], op: int,
     for addr, size in live.items():
         a = c.allocations[addr]
         cats[a.category] += size
-        where = a.module if a.phase == "forward" and a.module else f"({a.phase or 'setup'})"
+        if a.category == "workspaces":
+            where = "(cuBLAS workspaces)"
+        elif a.phase == "forward" and a.module:
+            where = a.module
+        else:
+            where = f"({a.phase or 'setup'})"
         mods[where] = mods.get(where, 0) + size
     cats["allocator rounding"] = max(0, allocated - sum(cats.values()))
     top = sorted(mods.items(), key=lambda kv: -kv[1])[:8]
@@ -218,60 +231,155 @@ def _live_at(c: Any, events: Sequence[tuple[str, int, int, int, int]], op: int,
 
 @dataclass
 class BatchSearch:
-    """max_batch's answer and every batch it tried."""
+    """max_batch's answer and how it was found."""
 
     batch: int  # the largest batch that fits; 0 when batch 1 does not
     capacity: int
-    tried: dict[int, bool]  # batch -> fits
+    tried: dict[int, bool]  # batch -> fits, for every batch captured
+    predicted: dict[int, bool]  # batch -> fits, for every batch replayed from the affine model
+    affine: bool  # the trace's sizes were affine in the batch (checked on three captures)
     estimates: dict[int, Estimate]
     seconds: float
 
     def explain(self) -> str:
-        tried = ", ".join(f"{b}:{'fits' if ok else 'OOM'}" for b, ok in sorted(self.tried.items()))
+        def fmt(d: dict[int, bool]) -> str:
+            return ", ".join(f"{b}:{'fits' if ok else 'OOM'}" for b, ok in sorted(d.items()))
+
+        n = len(self.tried)
+        how = (f"{n} capture{'s' if n != 1 else ''} ({fmt(self.tried)})")
+        if self.affine:
+            how += (f", {len(self.predicted)} replays of the trace scaled in the batch "
+                    f"({fmt(self.predicted)})")
         return (f"largest batch on {format_bytes(self.capacity)}: {self.batch} "
-                f"({len(self.tried)} captures in {self.seconds:.1f} s; {tried})")
+                f"({how}; {self.seconds:.1f} s)")
 
     def __int__(self) -> int:
         return self.batch
 
 
+Event = tuple[str, int, int, int, int]
+
+
+def _affine_model(caps: dict[int, Any]) -> Optional[Callable[[int], list[Event]]]:
+    """When the captures at three batches have the same events, allocation for allocation, and
+    every size is a + k * batch with integers a, k >= 0: a function giving the trace's events
+    at any batch. None otherwise."""
+    (b0, c0), (b1, c1), (b2, c2) = sorted(caps.items())
+    seqs = [trace_events(c) for c in (c0, c1, c2)]
+
+    def shape(events: list[Event]) -> list[tuple[str, int]]:
+        ordinal: dict[int, int] = {}
+        out = []
+        for action, addr, _, _, _ in events:
+            if action == "alloc":
+                ordinal[addr] = len(ordinal)
+            out.append((action, ordinal.get(addr, -1)))
+        return out
+
+    if not (len(seqs[0]) == len(seqs[1]) == len(seqs[2])):
+        return None
+    if not (shape(seqs[0]) == shape(seqs[1]) == shape(seqs[2])):
+        return None
+    base: list[tuple[int, int]] = []
+    for e0, e1, e2 in zip(*seqs, strict=True):
+        k, rem = divmod(e1[2] - e0[2], b1 - b0)
+        a = e0[2] - k * b0
+        if rem or k < 0 or a + k * b2 != e2[2] or e0[3:] != e2[3:]:
+            return None
+        base.append((a, k))
+    template = seqs[0]
+
+    def events_at(batch: int) -> list[Event]:
+        return [(e[0], e[1], a + k * batch, e[3], e[4])
+                for e, (a, k) in zip(template, base, strict=True)]
+
+    return events_at
+
+
 def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
               device: str = "cuda:0", config: str = "", limit: int = 1 << 16,
               workspace_bytes: Optional[int] = None) -> BatchSearch:
-    """The largest batch whose steps replay on `capacity` without an out-of-memory error:
-    doubling from 1, then bisecting, one capture per batch tried (each a real capture: a
-    trace is never scaled, so shape-dependent kernels and allocator rounding are honest).
-    The answer fits and answer + 1 does not (unless it is `limit`); every batch tried is in
-    ``tried``."""
+    """The largest batch whose steps replay on `capacity` without an out-of-memory error.
+
+    Three captures (batches 2, 3, 4) test whether the trace is affine in the batch: the same
+    allocations and frees, each size a + k * batch. When it is, the search replays the trace
+    scaled to each batch tried (milliseconds each), and the answer is then checked by real
+    captures at it and one above; when it is not, or the check disagrees, the search captures
+    every batch it tries (doubling, then bisecting). The answer fits and answer + 1 does not
+    (unless it is `limit`). ``tried`` and ``predicted`` list every batch looked at."""
     cap = _size(capacity, "capacity")
+    _require_torch()
+    from . import _capture
+
+    ws = _workspace_for(device) if workspace_bytes is None else workspace_bytes
     t0 = time.perf_counter()
     tried: dict[int, bool] = {}
+    predicted: dict[int, bool] = {}
     estimates: dict[int, Estimate] = {}
+    captures: dict[int, Any] = {}
 
-    def fits(b: int) -> bool:
+    def captured(b: int) -> bool:
         if b not in tried:
-            e = estimate(workload, batch=b, steps=steps, device=device, capacity=cap,
-                         config=config, workspace_bytes=workspace_bytes)
-            estimates[b] = e
-            tried[b] = e.fits
+            t = time.perf_counter()
+            c = _capture.capture(workload, b, steps, ws)
+            captures[b] = c
+            estimates[b] = _evaluate(c, b, steps, device, cap, config, time.perf_counter() - t)
+            tried[b] = estimates[b].fits
         return tried[b]
 
-    if not fits(1):
-        return BatchSearch(0, cap, tried, estimates, time.perf_counter() - t0)
-    lo, hi = 1, 2
-    while hi <= limit and fits(hi):
-        lo, hi = hi, hi * 2
-    if hi > limit:
-        hi = limit + 1
-        if fits(limit):
-            return BatchSearch(limit, cap, tried, estimates, time.perf_counter() - t0)
-    while hi - lo > 1:  # fits(lo), not fits(hi)
-        mid = (lo + hi) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid
-    return BatchSearch(lo, cap, tried, estimates, time.perf_counter() - t0)
+    def done(b: int, affine: bool) -> BatchSearch:
+        return BatchSearch(b, cap, tried, predicted, affine, estimates, time.perf_counter() - t0)
+
+    def search(fits: Callable[[int], bool], lo: int, hi: Optional[int]) -> int:
+        """The largest b in [lo, limit] with fits(b), given fits(lo) and, if hi, not fits(hi)."""
+        if hi is None:
+            hi = lo * 2
+            while hi <= limit and fits(hi):
+                lo, hi = hi, hi * 2
+            if hi > limit:
+                if fits(limit):
+                    return limit
+                hi = limit
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    for b in (2, 3, 4):
+        captured(b)
+    model = _affine_model({b: captures[b] for b in (2, 3, 4)})
+    if model is not None:
+        c2 = captures[2]
+
+        def scaled(b: int) -> bool:
+            if b in tried:
+                return tried[b]
+            if b not in predicted:
+                r = Trace.from_events(model(b), c2.tags, c2.stacks).replay(
+                    capacity=cap, config=config, top_sites=0)
+                assert isinstance(r, ReplayResult)
+                predicted[b] = not r.oom
+            return predicted[b]
+
+        if not scaled(1):
+            if not captured(1):
+                return done(0, True)
+        answer = search(scaled, 1, None)
+        if answer >= 1 and captured(answer) and (answer == limit or not captured(answer + 1)):
+            return done(answer, True)
+    # Capture every batch tried, starting from what the captures so far say.
+    fitting = [b for b, ok in tried.items() if ok]
+    failing = [b for b, ok in tried.items() if not ok]
+    if not fitting:
+        if not captured(1):
+            return done(0, model is not None)
+        fitting = [1]
+    lo = max(fitting)
+    above = [b for b in failing if b > lo]
+    return done(search(captured, lo, min(above) if above else None), model is not None)
 
 
 def _load_workload(spec: str) -> Workload:
@@ -304,7 +412,10 @@ def _write_html(e: Estimate, path: str) -> None:
         cmd = [exe, "replay", snap, "--capacity", str(e.capacity), "--html", path]
         if e.config:
             cmd += ["--config", e.config]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        # `memscope replay --capacity` exits 1 when the trace does not fit: the page is written.
+        rc = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
+        if rc not in (0, 1):
+            raise UsageError(f"memscope estimate --html: {' '.join(cmd)} exited {rc}")
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -337,8 +448,10 @@ def main(argv: Optional[list[str]] = None) -> int:
             s = max_batch(workload, capacity=a.capacity, steps=a.steps, device=a.device,
                           config=a.config)
             print(s.explain())
-            result["max_batch"] = {"batch": s.batch, "seconds": s.seconds,
-                                   "tried": {str(k): v for k, v in sorted(s.tried.items())}}
+            result["max_batch"] = {
+                "batch": s.batch, "seconds": s.seconds, "affine": s.affine,
+                "tried": {str(k): v for k, v in sorted(s.tried.items())},
+                "predicted": {str(k): v for k, v in sorted(s.predicted.items())}}
         if a.snapshot:
             e.trace.save(a.snapshot)
         if a.json:

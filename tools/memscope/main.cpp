@@ -32,8 +32,9 @@ int report(const std::string& who, const char* what, int code) {
 int main(int argc, char** argv) {
   CLI::App app{
       "memscope: where memory goes. Watch a command's processes (run), replay and explain a "
-      "trace (replay), render saved results (report), compare two (diff), and see the machine "
-      "(info). Exit codes: docs/cli.md.",
+      "trace (replay), render saved results (report), compare two (diff), see the machine "
+      "(info), and estimate a training step without a GPU (estimate: runs python3 -m "
+      "memscope.estimate, needs PyTorch). Exit codes: docs/cli.md.",
       "memscope"};
   app.set_version_flag("--version", std::string("memscope ") + MEMSCOPE_VERSION);
   app.require_subcommand(1);
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   add_replay_command(app, action);
   add_report_command(app, action);
   add_diff_command(app, action);
+  add_estimate_command(app, action);
 
   auto subcommand_name = [&app]() -> std::string {
     for (const CLI::App* sub : app.get_subcommands()) return "memscope " + sub->get_name();

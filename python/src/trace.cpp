@@ -44,8 +44,8 @@ ReplayOptions replay_options(const nb::handle& capacity, const std::string& conf
 }
 
 // An event as Trace.from_events takes it: (action, addr, size, stack id, tag id).
-using EventTuple = std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint32_t,
-                              std::uint32_t>;
+using EventTuple =
+    std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint32_t, std::uint32_t>;
 using FrameTuple = std::tuple<std::string, std::int64_t, std::string>;
 
 // A trace built from events produced in Python (memscope.estimate's capture): one device, no
@@ -269,8 +269,7 @@ void bind_trace(nb::module_& m) {
       .def("__repr__", &trace_repr)
       .def_static("from_events", &trace_from_events, nb::arg("events"),
                   nb::arg("tags") = std::vector<std::string>{},
-                  nb::arg("stacks") = std::vector<std::vector<FrameTuple>>{},
-                  nb::arg("device") = 0,
+                  nb::arg("stacks") = std::vector<std::vector<FrameTuple>>{}, nb::arg("device") = 0,
                   "A trace of one device from events (action, addr, size, stack, tag): action "
                   "as PyTorch names it (\"alloc\", \"free_completed\", ...), size in requested "
                   "bytes, stack and tag counting from 1 into `stacks` (frames (filename, line, "

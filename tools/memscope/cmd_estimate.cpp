@@ -9,9 +9,9 @@
 #include <CLI/CLI.hpp>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include "cli.hpp"
@@ -27,10 +27,11 @@ void use_build_tree_package(const fs::path& exe) {
   std::error_code ec;
   const fs::path python = fs::weakly_canonical(exe.parent_path() / ".." / ".." / "python", ec);
   if (ec || !fs::exists(python / "memscope" / "__init__.py", ec)) return;
-  const char* old = std::getenv("PYTHONPATH");
+  // The command is one thread here, about to exec: getenv/setenv race with nothing.
+  const char* old = std::getenv("PYTHONPATH");  // NOLINT(concurrency-mt-unsafe)
   const std::string value =
       python.string() + (old != nullptr && *old != '\0' ? ":" + std::string(old) : "");
-  ::setenv("PYTHONPATH", value.c_str(), 1);
+  ::setenv("PYTHONPATH", value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
 }
 
 int exec_python(const std::vector<std::string>& args) {
@@ -38,9 +39,9 @@ int exec_python(const std::vector<std::string>& args) {
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     use_build_tree_package(exe);
-    ::setenv("MEMSCOPE_EXE", exe.c_str(), 1);
+    ::setenv("MEMSCOPE_EXE", exe.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
   }
-  const char* env_python = std::getenv("MEMSCOPE_PYTHON");
+  const char* env_python = std::getenv("MEMSCOPE_PYTHON");  // NOLINT(concurrency-mt-unsafe)
   const std::string python = env_python != nullptr && *env_python != '\0' ? env_python : "python3";
   std::vector<std::string> argv_strings{python, "-m", "memscope.estimate"};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
@@ -50,7 +51,8 @@ int exec_python(const std::vector<std::string>& args) {
   argv.push_back(nullptr);
   ::execvp(python.c_str(), argv.data());
   const int err = errno;  // execvp returns only on failure
-  throw UsageFailure("cannot run " + python + " (" + std::strerror(err) +
+  throw UsageFailure("cannot run " + python + " (" +
+                     std::error_code(err, std::generic_category()).message() +
                      "): memscope estimate needs Python 3 with memscope and PyTorch "
                      "(pip install memscope torch); MEMSCOPE_PYTHON names another interpreter");
 }

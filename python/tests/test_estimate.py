@@ -278,3 +278,27 @@ def test_the_memscope_command_runs_the_module() -> None:
     env["MEMSCOPE_PYTHON"] = "/nonexistent/python3"
     r = subprocess.run([str(exe), "estimate", "x.py:f"], capture_output=True, text=True, env=env)
     assert r.returncode == 2 and "cannot run /nonexistent/python3" in r.stderr
+
+
+def test_autocast_cuda_keeps_cudas_fp32_ops_in_fp32() -> None:
+    from memscope import _capture
+
+    def workload(batch: int) -> Callable[[], None]:
+        lin = nn.Linear(64, 128).cuda()
+
+        def step() -> None:
+            x = torch.randn(batch, 64, device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = lin(x)                       # CUDA autocast: bf16
+                p = torch.softmax(y, dim=-1)     # CUDA autocast: fp32
+                q = y.exp()                      # CUDA autocast: fp32
+            (p.sum() + q.sum()).backward()
+
+        return step
+
+    c = _capture.capture(workload, batch=32, steps=1, workspace_bytes=0)
+    forward = {a.op: a.size for a in c.allocations.values() if a.phase == "forward"}
+    assert forward["addmm"] == 32 * 128 * 2
+    step_ops = [(a.op, a.size) for a in c.allocations.values() if a.phase == "step"]
+    assert ("_softmax", 32 * 128 * 4) in step_ops
+    assert ("exp", 32 * 128 * 4) in step_ops

@@ -20,6 +20,8 @@ How (docs/estimate.md has the user's view):
 - Categories come from what tensors are: module parameters (seen by global forward hooks),
   their ``.grad``, optimizer state (global optimizer step hooks), tensors autograd saves for
   backward (saved-tensor hooks); everything else is a temporary.
+- While it runs, ``torch.cuda.is_available()`` is True when the workload's own code asks (it
+  believes the GPU it was written for is there; PyTorch's code still sees none) and ``synchronize``, ``empty_cache`` and the peak resets do nothing.
 - ``torch.autocast("cuda", ...)`` becomes CPU autocast with the same dtype, and the ops CUDA
   autocast runs in fp32 get fp32 inputs at their Python call (see NOT_MODELED).
 """
@@ -442,6 +444,25 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
     holders = [m for name, m in list(sys.modules.items())
                if name.startswith("torch.optim") and m is not None
                and getattr(m, "_default_to_fused_or_foreach", None) is default_foreach]
+    # The step's code believes what it was written for: a CUDA device is there. Calls that
+    # would reach the CUDA runtime (synchronize, the allocator's statistics) do nothing.
+    # Only the user's code is told so: PyTorch's own code must keep seeing no CUDA.
+    real_available = torch.cuda.is_available
+
+    def is_available() -> bool:
+        caller = sys._getframe(1).f_code.co_filename
+        return "/torch/" not in caller or bool(real_available())
+
+    cuda_patches: dict[str, Any] = {
+        "is_available": is_available,
+        "synchronize": lambda device=None: None,
+        "empty_cache": lambda: None,
+        "reset_peak_memory_stats": lambda device=None: None,
+        "reset_accumulated_memory_stats": lambda device=None: None,
+    }
+    cuda_saved = {name: getattr(torch.cuda, name) for name in cuda_patches}
+    for name, fn in cuda_patches.items():
+        setattr(torch.cuda, name, fn)
     torch.utils.swap_tensors = swap_fake
     for m in holders:
         m._default_to_fused_or_foreach = cuda_foreach  # type: ignore[attr-defined]
@@ -452,6 +473,8 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
         yield
     finally:
         torch.utils.swap_tensors = swap
+        for name, fn in cuda_saved.items():
+            setattr(torch.cuda, name, fn)
         for m in holders:
             m._default_to_fused_or_foreach = default_foreach  # type: ignore[attr-defined]
         autocast.__init__ = autocast_init  # type: ignore[method-assign]

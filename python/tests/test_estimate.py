@@ -302,3 +302,19 @@ def test_autocast_cuda_keeps_cudas_fp32_ops_in_fp32() -> None:
     step_ops = [(a.op, a.size) for a in c.allocations.values() if a.phase == "step"]
     assert ("_softmax", 32 * 128 * 4) in step_ops
     assert ("exp", 32 * 128 * 4) in step_ops
+
+
+def test_code_that_asks_for_a_gpu_finds_one_during_the_capture() -> None:
+    def workload(batch: int) -> Callable[[], None]:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        lin = nn.Linear(256, 256).to(device)
+
+        def step() -> None:
+            lin(torch.randn(batch, 256, device=device)).sum().backward()
+            torch.cuda.synchronize()
+
+        return step
+
+    e = memscope.estimate(workload, batch=4, steps=2, capacity="1GiB")
+    assert e.by_category["parameters"] == (256 * 256 + 256) * 4
+    assert not torch.cuda.is_available()  # restored after the capture

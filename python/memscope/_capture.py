@@ -21,7 +21,8 @@ How (docs/estimate.md has the user's view):
   their ``.grad``, optimizer state (global optimizer step hooks), tensors autograd saves for
   backward (saved-tensor hooks); everything else is a temporary.
 - While it runs, ``torch.cuda.is_available()`` is True when the workload's own code asks (it
-  believes the GPU it was written for is there; PyTorch's code still sees none) and ``synchronize``, ``empty_cache`` and the peak resets do nothing.
+  believes the GPU it was written for is there; PyTorch's code still sees none), and
+  ``synchronize``, ``empty_cache`` and the peak resets do nothing.
 - ``torch.autocast("cuda", ...)`` becomes CPU autocast with the same dtype, and the ops CUDA
   autocast runs in fp32 get fp32 inputs at their Python call (see NOT_MODELED).
 """

@@ -268,18 +268,6 @@ def test_command_line(tmp_path: Path) -> None:
     assert bad.returncode == 1 and "no such script" in bad.stderr
 
 
-def test_the_memscope_command_runs_the_module() -> None:
-    exe = Path(memscope.__file__).resolve().parents[2] / "tools" / "memscope" / "memscope"
-    if not exe.is_file():
-        pytest.skip(f"no memscope command next to this package ({exe})")
-    env = {**os.environ, "MEMSCOPE_PYTHON": sys.executable}
-    r = subprocess.run([str(exe), "estimate", "--help"], capture_output=True, text=True, env=env)
-    assert r.returncode == 0 and "SCRIPT.py:FUNCTION" in r.stdout and "--max-batch" in r.stdout
-    env["MEMSCOPE_PYTHON"] = "/nonexistent/python3"
-    r = subprocess.run([str(exe), "estimate", "x.py:f"], capture_output=True, text=True, env=env)
-    assert r.returncode == 2 and "cannot run /nonexistent/python3" in r.stderr
-
-
 def test_autocast_cuda_keeps_cudas_fp32_ops_in_fp32() -> None:
     from memscope import _capture
 

@@ -37,6 +37,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from ._memscope import Error
+
 # cuBLAS's workspace per (handle, stream): PyTorch's default, in
 # aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on
 # compute capability 9.x and newer (Hopper, Blackwell), ":4096:2:16:8" = 8 MiB + 128 KiB
@@ -86,7 +88,7 @@ _FLASH_BACKWARD = frozenset(
      "_scaled_dot_product_flash_attention_backward"))
 
 
-class CaptureError(RuntimeError):
+class CaptureError(Error, RuntimeError):
     """The step cannot be captured without a GPU: an op with no fake kernel, an output whose
     shape or value depends on data (``.item()``, ``nonzero``), or code that needs a real CUDA
     device. ``op`` names the op when one is to blame."""

@@ -182,6 +182,7 @@ def test_a_value_read_during_the_step_is_a_capture_error_naming_the_op() -> None
     with pytest.raises(memscope.CaptureError, match="_local_scalar_dense") as info:
         memscope.estimate(workload, batch=2, steps=1)
     assert info.value.op is not None and "_local_scalar_dense" in info.value.op
+    assert isinstance(info.value, memscope.Error)
 
     def nonzero(batch: int) -> Callable[[], None]:
         def step() -> None:

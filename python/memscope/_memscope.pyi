@@ -115,7 +115,12 @@ class Allocator:
     def __hash__(self) -> int: ...
 
 class Buffer:
-    """Supports the buffer protocol (host memory): memoryview(buf), numpy.asarray(buf)."""
+    """Supports the buffer protocol (host memory): memoryview(buf), numpy.asarray(buf).
+
+    free() ends the Buffer at once; its memory returns to the allocator at once if its address
+    was never lent, else (buffer protocol, __array_interface__, __cuda_array_interface__: the
+    consumer may keep a reference to the Buffer) when the Buffer object is collected.
+    """
 
     @property
     def address(self) -> int: ...

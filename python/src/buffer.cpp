@@ -9,6 +9,11 @@
 //    their consumers (numpy, CuPy, PyTorch, Numba) keep the object that carried the dict alive
 //    but cannot be counted: after free() or collection of the Buffer the memory goes back to
 //    the allocator only when the last such consumer is gone;
+//  - consumers may instead keep the Buffer itself (torch.frombuffer releases its Py_buffer at
+//    once and keeps a reference) or an object forwarding to it (numpy through an
+//    __array_interface__ property): so free() of a Buffer whose address was ever lent ends the
+//    Buffer at once but returns its memory only when the Buffer object is collected, the same
+//    for host, device and simulated memory (docs/design.md, "Buffers");
 //  - simulated memory has nothing behind its addresses: it exposes the address and refuses
 //    every view; device memory refuses CPU views and host memory refuses CUDA ones.
 #include <fmt/format.h>
@@ -64,6 +69,7 @@ int get_buffer(PyObject* self, Py_buffer* view, int flags) noexcept {
     return -1;
   }
   ++b->exports;
+  b->lent = true;
   return 0;
 }
 
@@ -106,6 +112,7 @@ nb::dict array_interface(Buffer& b, bool cuda) {
   // Fresh memory carries no pending work a consumer must wait for.
   if (cuda) d["stream"] = nb::none();
   if (b.memory) d["memscope_owner"] = memory_share(b);
+  b.lent = true;
   return d;
 }
 
@@ -124,7 +131,9 @@ BufferMemory::~BufferMemory() noexcept {
 bool Buffer::release() noexcept {
   if (freed) return false;
   freed = true;
-  memory.reset();  // under the GIL: a deallocation never blocks
+  // A lent Buffer keeps its memory until it is collected (~Buffer): whoever holds it may still
+  // read the bytes. Under the GIL: a deallocation never blocks.
+  if (!lent) memory.reset();
   return true;
 }
 
@@ -184,10 +193,13 @@ void bind_buffer(nb::module_& m) {
           },
           "Bytes the allocator set aside (the request rounded up).")
       .def("free", &free_buffer,
-           "Returns the memory to its allocator: now, or, while arrays built from its "
-           "__array_interface__ / __cuda_array_interface__ are alive, when the last of them is "
-           "gone. Raises InvalidPointerError if already freed and BufferError while "
-           "buffer-protocol views (memoryview, numpy.asarray) of it are alive.")
+           "Ends the Buffer (every later use raises InvalidPointerError) and returns its memory "
+           "to the allocator: now if its address was never lent; if it was (buffer protocol, "
+           "__array_interface__, __cuda_array_interface__: torch.frombuffer and the like keep a "
+           "reference to the Buffer), when the Buffer object is collected and no array built "
+           "from an interface dict holds the memory. Raises InvalidPointerError if already "
+           "freed and BufferError while buffer-protocol views (memoryview, numpy.asarray) of it "
+           "are alive.")
       .def(
           "record_stream",
           [](Buffer& b, nb::handle stream) {

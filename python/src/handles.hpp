@@ -35,9 +35,15 @@ struct BufferMemory {
 };
 
 // memscope.Buffer: one allocation that frees itself. Not copyable; Python owns it.
+//
+// Once its address has been lent (the buffer protocol, __array_interface__ or
+// __cuda_array_interface__ answered), a consumer may keep a reference to the Buffer itself, or to
+// an object that forwards to it, and read the memory later (torch.frombuffer, numpy through a
+// property): such references cannot be counted. So free() of a lent Buffer ends the Buffer (every
+// use raises) but keeps its memory until the Buffer object itself is collected.
 struct Buffer {
   std::shared_ptr<CachingAllocator> allocator;
-  std::shared_ptr<BufferMemory> memory;  // null once freed (consumers may still hold it)
+  std::shared_ptr<BufferMemory> memory;  // null once the allocation is let go
   nb::object owner;                      // the memscope.Allocator it came from (for .allocator)
   void* ptr = nullptr;
   std::size_t nbytes = 0;
@@ -45,13 +51,15 @@ struct Buffer {
   MemoryKind kind = MemoryKind::host;
   Py_ssize_t exports = 0;  // live buffer-protocol views (memoryview, numpy arrays)
   bool freed = false;
+  bool lent = false;  // its address went to a consumer that may keep a reference to this Buffer
 
   Buffer() = default;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
-  ~Buffer() noexcept { release(); }
-  // Lets go of the allocation (returned to the allocator once no array-interface consumer
-  // holds it either); false if it was already freed. Never throws.
+  ~Buffer() noexcept { memory.reset(); }
+  // Ends the Buffer; lets go of the allocation now unless it was lent (then at collection), and it
+  // returns to the allocator once no array-interface dict holds it either. False if it was
+  // already freed. Never throws.
   bool release() noexcept;
 };
 

@@ -37,6 +37,25 @@ def test_device_buffer_exposes_cuda_array_interface_only() -> None:
     buf.free()
 
 
+def test_free_of_a_device_buffer_torch_keeps_is_deferred() -> None:
+    """Issue 29.1: torch.as_tensor keeps the Buffer (it read __cuda_array_interface__), so
+    free() ends the Buffer but keeps the memory until the Buffer is collected."""
+    torch = pytest.importorskip("torch")
+    import gc
+
+    a = memscope.Allocator("cuda:0", config="")
+    buf = a.buffer(MiB)
+    t = torch.as_tensor(buf, device="cuda")
+    t.fill_(5)
+    buf.free()
+    assert buf.freed and a.memory_allocated() == MiB
+    a.empty_cache()
+    assert int(t.sum().item()) == 5 * MiB
+    del t, buf
+    gc.collect()
+    assert a.memory_allocated() == 0
+
+
 def test_default_device_is_the_gpu() -> None:
     assert memscope.current_device() == "cuda:0"
     assert memscope.default_allocator() is memscope.default_allocator(0)

@@ -236,3 +236,40 @@ def test_threads_share_an_allocator(sim: memscope.Allocator) -> None:
     assert not errors
     s = sim.memory_stats()
     assert s["allocation.all.allocated"] == 1200 and s["allocation.all.current"] == 0
+
+
+_NULL_ADDRESS = """
+import memscope
+a = memscope.Allocator("{backend}", config="{config}")
+keep = [a.alloc(512 * (i + 1)) for i in range(64)]
+assert a.lookup(0) is None
+for call in (lambda: a.record_stream(0, 7),
+             lambda: memscope.record_stream(0, 7, device=a)):
+    try:
+        call()
+    except memscope.InvalidPointerError:
+        pass
+    else:
+        raise AssertionError("record_stream(0) accepted")
+empty = a.buffer(0)
+assert empty.size == 0 and a.lookup(empty) is None
+empty.record_stream(7)
+for p in keep:
+    a.free(p)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("backend,config", [("host", ""), ("sim:8GiB", ""),
+                                            ("host", "expandable_segments:true"),
+                                            ("sim:8GiB", "expandable_segments:true")])
+def test_address_zero_is_no_allocation(backend: str, config: str) -> None:
+    """Issue 29.2: lookup(0), record_stream(0, s) and buffer(0).size read the pointer map's empty
+    slot as a block and crashed the interpreter (run in a child so a regression fails)."""
+    import subprocess
+    import sys
+
+    code = _NULL_ADDRESS.replace("{backend}", backend).replace("{config}", config)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr

@@ -524,7 +524,8 @@ void AllocatorCore::release_segment(Block* block) noexcept {
 }
 
 void AllocatorCore::record_stream(void* ptr, StreamId stream) {
-  Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  // Address 0 is the pointer map's empty key: find() must never see it.
+  Block* block = ptr == nullptr ? nullptr : live_.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr || !block->use.allocated) {
     throw InvalidPointerError(
         "record_stream: the pointer is not a live allocation of this "
@@ -539,6 +540,7 @@ void AllocatorCore::record_stream(void* ptr, StreamId stream) {
 }
 
 const Block* AllocatorCore::find(const void* ptr) const noexcept {
+  if (ptr == nullptr) return nullptr;  // the pointer map's empty key: find() must never see it
   const Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
   return block != nullptr && block->use.allocated ? block : nullptr;
 }

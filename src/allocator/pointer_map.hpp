@@ -7,6 +7,7 @@
 // Not synchronised; the allocator calls it under its lock.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -34,7 +35,12 @@ class PointerMap {
     ++size_;
   }
 
+  // `key` must not be 0: 0 marks an empty slot, so find(0) would "find" an empty slot's null
+  // value, which the fast return below promises is never null (undefined behaviour, a crash in
+  // the caller). Callers that take addresses from users test for 0 first; the hot path's
+  // callers already have (deallocate(nullptr) returns before the lookup).
   [[nodiscard]] Block* find(std::uintptr_t key) const noexcept {
+    assert(key != 0);
     std::size_t i = home(key);
     if (keys_[i] != key) [[unlikely]] {  // most keys sit in their home slot
       do {

@@ -200,3 +200,48 @@ def test_saved_and_serialized_traces_are_the_same_snapshot(
         assert str(again.replay()) == str(real.replay())
     with pytest.raises(memscope.UsageError, match="protocol"):
         real.to_pickle(5)
+
+
+def test_writers_keep_links_fifos_and_modes(tmp_path: Path) -> None:
+    """Issue 29.4: dump_snapshot, Trace.save and save_metrics replaced a symlink, a FIFO (or
+    /dev/null) with a new regular file, and a 0600 file came back 0644."""
+    import os
+    import stat
+    import threading
+
+    alloc = memscope.Allocator("sim:8GiB", config="")
+    alloc.start_recording()
+    alloc.free(alloc.alloc(MiB))
+    real = tmp_path / "real.pickle"
+    real.write_bytes(b"old")
+    real.chmod(0o600)
+    link = tmp_path / "link.pickle"
+    link.symlink_to(real)
+    alloc.dump_snapshot(link)
+    assert link.is_symlink() and stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert memscope.load_trace(real).replay(capacity="1GiB").peak_live == MiB
+
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # never blocks the test, even on regression
+
+    def drain() -> None:
+        import select
+        if select.select([fd], [], [], 10)[0]:
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "rb") as f:
+                got.append(f.read())
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    memscope.load_trace(real).save(fifo)
+    reader.join()
+    assert stat.S_ISFIFO(fifo.stat().st_mode) and json.loads(got[0])["segments"] is not None
+
+    memscope.save_metrics("eval", {"eval_loss": 1.0}, tmp_path, combined=False)
+    results = tmp_path / "eval_results.json"
+    results.chmod(0o600)
+    memscope.save_metrics("eval", {"eval_loss": 2.0}, tmp_path, combined=False)
+    assert stat.S_IMODE(results.stat().st_mode) == 0o600
+    assert json.loads(results.read_text()) == {"eval_loss": 2.0}

@@ -9,6 +9,10 @@
 
 namespace memscope::detail {
 
+// Only a regular file (or a missing one) is replaced: an existing one keeps its permission
+// bits, and a symbolic link keeps pointing at the file, which is replaced. Anything else that
+// exists (/dev/null, a FIFO, a terminal, /dev/stdout and other links into /dev and /proc) is
+// written into, in place; a folder is refused.
 // Throws BackendError (naming the file) when any step fails; the temporary file is removed
 // and the target left as it was. `before_rename` runs after the temporary file is durable and
 // before the rename: tests use it to crash or fail at the worst moment.

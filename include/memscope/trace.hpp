@@ -67,6 +67,15 @@ namespace memscope {
 // protocol-0 opcode), JSON (first non-space character '{' or '['), an RMM log (the header).
 // An unreadable file or an unknown format is a TraceFormatError naming the accepted formats.
 [[nodiscard]] TorchSnapshot read_trace_file(const std::filesystem::path& path);
+// read_trace_file() on bytes already read (read_whole_file()); `source` names them in errors.
+[[nodiscard]] TorchSnapshot read_trace(std::string_view data, std::string_view source);
+// The whole content of an input file, read once (so a pipe, `<(zcat t.pickle.gz)` or
+// /dev/stdin works), what every reader above uses. A regular file is read to its size; a /proc
+// file, a pipe, a FIFO or a terminal to its end, up to half the machine's memory (at most
+// 64 GiB); a FIFO that no writer opens within 5 s is refused rather than waited on forever.
+// Errors: TraceFormatError "cannot read PATH: ..." saying what the path is (no such file, a
+// folder, a character device, permission denied, too much from a stream).
+[[nodiscard]] std::string read_whole_file(const std::filesystem::path& path);
 enum class TraceFormat { unknown, pickle, json, rmm_log };
 // The format read_trace_file() would choose for these bytes.
 [[nodiscard]] TraceFormat detect_trace_format(std::string_view data) noexcept;

@@ -58,4 +58,52 @@ std::string valid_utf8(std::string_view text) {
   return out;
 }
 
+void append_json_string(std::string& out, std::string_view text) {
+  constexpr char kHex[] = "0123456789abcdef";
+  out += '"';
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x80) {
+      const std::size_t n = sequence_at(text, i);
+      if (n != 0) {
+        out.append(text.substr(i, n));
+        i += n;
+      } else {
+        out += "\\udc";
+        out += kHex[c >> 4];
+        out += kHex[c & 15];
+        ++i;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        if (c < 0x20 || c == '<') {
+          out += "\\u00";
+          out += kHex[c >> 4];
+          out += kHex[c & 15];
+        } else {
+          out += static_cast<char>(c);
+        }
+    }
+    ++i;
+  }
+  out += '"';
+}
+
 }  // namespace memscope::detail

@@ -20,4 +20,10 @@ namespace memscope::detail {
   return storage;
 }
 
+// Appends `text` as a JSON string literal (quotes included). Bytes that are not valid UTF-8 are
+// written as the escapes \udc80 to \udcff, Python's "surrogateescape" convention (json.loads
+// then os.fsencode() gives the bytes back), never replaced or refused; control characters, '"'
+// and '\\' are escaped, and '<' too (\u003c) so that the text is safe inside an HTML <script>.
+void append_json_string(std::string& out, std::string_view text);
+
 }  // namespace memscope::detail

@@ -7,13 +7,13 @@
 
 #include "memscope/errors.hpp"
 #include "memscope/pickle.hpp"
+#include "memscope/trace.hpp"
 #include "memscope/units.hpp"
 #include "trace/pickle_input.hpp"
 #include "trace/pickle_machine.hpp"
 #include "trace/pickle_opcodes.hpp"
 #include "trace/pickle_run.hpp"
 #include "trace/pickle_text.hpp"
-#include "trace/read_file.hpp"
 
 namespace memscope {
 namespace detail {
@@ -338,7 +338,7 @@ PickleValue read_pickle(std::string_view data, std::string_view source,
 }
 
 PickleValue read_pickle_file(const std::filesystem::path& path, const PickleLimits& limits) {
-  return read_pickle(detail::read_file_bytes(path), path.string(), limits);
+  return read_pickle(read_whole_file(path), path.string(), limits);
 }
 
 }  // namespace memscope

@@ -17,7 +17,6 @@
 #include "memscope/trace.hpp"
 #include "trace/pickle_machine.hpp"
 #include "trace/pickle_run.hpp"
-#include "trace/read_file.hpp"
 
 namespace memscope {
 namespace {
@@ -440,7 +439,7 @@ TorchSnapshot read_torch_snapshot_pickle(std::string_view data, std::string_view
 }
 
 TorchSnapshot read_torch_snapshot_file(const std::filesystem::path& path) {
-  return read_torch_snapshot_pickle(detail::read_file_bytes(path), path.string());
+  return read_torch_snapshot_pickle(read_whole_file(path), path.string());
 }
 
 }  // namespace memscope

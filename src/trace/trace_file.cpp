@@ -6,7 +6,6 @@
 
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
-#include "trace/read_file.hpp"
 
 namespace memscope {
 namespace {
@@ -51,8 +50,11 @@ TraceFormat detect_trace_format(std::string_view data) noexcept {
 }
 
 TorchSnapshot read_trace_file(const std::filesystem::path& path) {
-  const std::string data = detail::read_file_bytes(path);
-  const std::string source = path.string();
+  return read_trace(read_whole_file(path), path.string());
+}
+
+TorchSnapshot read_trace(std::string_view data, std::string_view source_name) {
+  const std::string source(source_name);
   switch (detect_trace_format(data)) {
     case TraceFormat::pickle:
       return read_torch_snapshot_pickle(data, source);  // no PickleValue: twice as fast

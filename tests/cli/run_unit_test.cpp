@@ -149,6 +149,20 @@ TEST(RunMarks, RefusesWhatIsNotAMark) {
   }
 }
 
+TEST(RunMarks, RefusesAMarkTimedBeforeTheRun) {
+  // Issue 29.8: t_ns -1 became a stage at -4532 s; INT64_MIN overflowed the subtraction.
+  const std::int64_t start = 4'532'000'000'000;
+  for (const char* t_ns : {"-1", "0", "4531999999999", "-9223372036854775808"}) {
+    const std::string line = std::string(R"({"memscope_mark":1,"kind":"begin","stage":"a",)") +
+                             R"("pid":1,"t_ns":)" + t_ns + "}";
+    EXPECT_FALSE(parse_mark_line(line, start).has_value()) << line;
+  }
+  const std::optional<RunMark> at_start = parse_mark_line(
+      R"({"memscope_mark":1,"kind":"begin","stage":"a","pid":1,"t_ns":4532000000000})", start);
+  ASSERT_TRUE(at_start.has_value());
+  EXPECT_DOUBLE_EQ(at_start->t, 0.0);
+}
+
 TEST(RunMarks, PairsStagesPerProcessInnermostFirst) {
   const std::vector<RunMark> marks{
       {1.0, 5, "begin", "step", -1, {}},       {1.5, 6, "begin", "step", -1, {}},

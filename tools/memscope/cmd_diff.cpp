@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "diff.hpp"
 #include "input_files.hpp"
+#include "json_text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
 #include "progress.hpp"
@@ -48,6 +49,7 @@ Metrics metrics_of(const InputFile& f) {
 }
 
 int run_diff_command(const DiffArgs& args) {
+  check_outputs({{"A", args.a}, {"B", args.b}}, {{"--json", args.json}});
   Progress progress("memscope diff");
   progress.phase("memscope diff: reading " + args.a);
   const InputFile a = read_input(args.a, "A");
@@ -86,8 +88,8 @@ int run_diff_command(const DiffArgs& args) {
       break;
     case InputKind::trace: {
       progress.phase("memscope diff: reading the traces");
-      const TorchSnapshot ta = read_trace_file(a.path);
-      const TorchSnapshot tb = read_trace_file(b.path);
+      const TorchSnapshot ta = read_trace(a.bytes, args.a);
+      const TorchSnapshot tb = read_trace(b.bytes, args.b);
       progress.phase("memscope diff: replaying both traces");
       out = diff_traces(ta, tb, names,
                         args.device >= 0 ? std::optional<std::int64_t>(args.device) : std::nullopt);
@@ -100,7 +102,7 @@ int run_diff_command(const DiffArgs& args) {
   progress.finish();
   std::fputs(out.text.c_str(), stdout);
   if (!args.json.empty()) {
-    write_output_file(args.json, out.json.dump(1) + "\n", "--json");
+    write_output_file(args.json, json_text(out.json, 1) + "\n", "--json");
     std::printf("diff JSON: %s\n", args.json.c_str());
   }
   std::fflush(stdout);
@@ -122,7 +124,8 @@ void add_diff_command(CLI::App& app, Action& action) {
   sub->add_option("--top", args->top, "rows printed per table (default 20; --json has all)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--device", args->device,
-                  "traces: the device to compare (default: the first with events in each)");
+                  "traces: the device to compare (default: the first with events in each)")
+      ->check(CLI::NonNegativeNumber);
   sub->callback([&action, args] { action = [args] { return run_diff_command(*args); }; });
 }
 

@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "html_report.hpp"
 #include "input_files.hpp"
+#include "json_text.hpp"
 #include "memscope/errors.hpp"
 #include "progress.hpp"
 #include "replay_output.hpp"
@@ -34,6 +35,7 @@ struct ReplayArgs {
 };
 
 int run_replay_command(const ReplayArgs& args) {
+  check_outputs({{"TRACE", args.trace}}, {{"--json", args.json}, {"--html", args.html}});
   ReplayRequest request;
   request.trace = args.trace;
   if (args.device >= 0) request.device = args.device;
@@ -56,7 +58,7 @@ int run_replay_command(const ReplayArgs& args) {
   }
   std::fputs(replay_text(outcome).c_str(), stdout);
   if (!args.json.empty()) {
-    write_output_file(args.json, replay_json(outcome, *report).dump(1) + "\n", "--json");
+    write_output_file(args.json, json_text(replay_json(outcome, *report), 1) + "\n", "--json");
     std::printf("replay JSON: %s\n", args.json.c_str());
   }
   if (!args.html.empty()) {
@@ -79,7 +81,8 @@ void add_replay_command(CLI::App& app, Action& action) {
   auto args = std::make_shared<ReplayArgs>();
   sub->add_option("TRACE", args->trace, "the trace file")->required();
   sub->add_option("--device", args->device,
-                  "the device whose trace to replay (default: the first with events)");
+                  "the device whose trace to replay (default: the first with events)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--capacity", args->capacity,
                   "the simulated device's memory, e.g. 24GiB, 80GB (default 80GiB); when given, "
                   "says whether the trace fits and exits 1 when it does not");

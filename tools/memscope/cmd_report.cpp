@@ -81,6 +81,7 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
     case InputKind::trace: {
       ReplayRequest request;
       request.trace = file.path;
+      request.trace_bytes = &file.bytes;
       request.series = html;
       request.progress_prefix = "memscope report: ";
       const ReplayOutcome outcome = run_replay(request, progress);
@@ -98,6 +99,7 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
 }
 
 int run_report_command(const ReportArgs& args) {
+  check_outputs({{"FILE", args.file}}, {{"--html", args.html}});
   Rendered rendered;
   {
     Progress progress("memscope report");

@@ -4,8 +4,9 @@
 // not be executed, 125 when memscope itself failed (main() maps our exceptions to 125).
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
-#include <filesystem>
+#include <exception>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,8 +14,9 @@
 
 #include "cli.hpp"
 #include "commands.hpp"
-#include "common/atomic_file.hpp"
 #include "html_report.hpp"
+#include "input_files.hpp"
+#include "json_text.hpp"
 #include "memscope/errors.hpp"
 #include "report_builders.hpp"
 #include "run_record.hpp"
@@ -47,31 +49,24 @@ int parse_interval(const std::string& text) {
   return value;
 }
 
-// Checked before the command starts, so a typo does not cost a whole run.
-void check_output_path(const char* option, const std::string& path) {
-  if (path.empty()) return;
-  namespace fs = std::filesystem;
-  const fs::path file(path);
-  const fs::path folder = file.parent_path().empty() ? fs::path(".") : file.parent_path();
-  std::error_code error;
-  if (!fs::is_directory(folder, error)) {
-    throw UsageFailure(std::string(option) + ": the folder '" + folder.string() + "' of '" + path +
-                       "' does not exist; create it or write elsewhere");
-  }
-  if (fs::is_directory(file, error)) {
-    throw UsageFailure(std::string(option) + ": '" + path + "' is a folder; give a file name");
-  }
-}
-
+// Both files are attempted even when one fails, so one bad path does not lose the other.
 void write_outputs(const RunArguments& args, const RunRecord& record) {
+  std::exception_ptr failure;
   if (!args.json.empty()) {
     try {
-      detail::write_file_atomically(args.json, run_record_to_json(record).dump(1) + "\n");
-    } catch (const Error& e) {
-      throw OutputFailure("--json: cannot write '" + args.json + "': " + e.what());
+      write_output_file(args.json, json_text(run_record_to_json(record), 1) + "\n", "--json");
+    } catch (const OutputFailure&) {
+      failure = std::current_exception();
     }
   }
-  if (!args.html.empty()) write_html(report_of_run(record), args.html);
+  if (!args.html.empty()) {
+    try {
+      write_html(report_of_run(record), args.html);
+    } catch (const OutputFailure&) {
+      if (!failure) failure = std::current_exception();
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 int run(const RunArguments& args) {
@@ -82,20 +77,23 @@ int run(const RunArguments& args) {
   options.interval_ms = parse_interval(args.interval);
   options.command = args.command;
   options.watch_gpu = !args.no_gpu;
-  check_output_path("--json", args.json);
-  check_output_path("--html", args.html);
+  check_outputs({}, {{"--json", args.json}, {"--html", args.html}});
 
   const RunResult result = run_and_watch(options);
   if (!result.ran) {
     std::fprintf(stderr, "memscope run: error: %s\n", result.error.c_str());
     return result.exit_code;
   }
+  // The recording first, so that trouble on stdout cannot lose it; and a closed stdout
+  // (`memscope run ... | head -1`) is EPIPE, not death by SIGPIPE. (Only now: the command,
+  // started above, must not inherit an ignored SIGPIPE.)
+  (void)std::signal(SIGPIPE, SIG_IGN);
+  write_outputs(args, result.record);
   if (!args.quiet) {
     std::fflush(stderr);
     std::fputs(("\n" + format_run_summary(result.record)).c_str(), stdout);
     std::fflush(stdout);
   }
-  write_outputs(args, result.record);
   return result.exit_code;
 }
 

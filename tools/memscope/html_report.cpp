@@ -21,6 +21,7 @@
 #include "common/utf8.hpp"
 #include "decimate.hpp"
 #include "html_assets.hpp"
+#include "json_text.hpp"
 #include "report_builders.hpp"
 
 namespace memscope::cli {
@@ -59,20 +60,10 @@ std::string escape_html(std::string_view raw) {
 }
 
 // JSON inside <script type="application/json">: no '<' at all, so neither "</script>" nor
-// "<!--" in a name can end or confuse the element ('<' occurs in JSON only inside strings,
-// where \u003c means the same). Invalid UTF-8 in names is replaced rather than refused.
+// "<!--" in a name can end or confuse the element (json_text() writes '<' as \u003c, which
+// means the same in JSON). Bytes that are not UTF-8 in names are escaped, not refused.
 std::string json_for_script(const nlohmann::json& json) {
-  const std::string text = json.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    if (c == '<') {
-      out += "\\u003c";
-    } else {
-      out += c;
-    }
-  }
-  return out;
+  return json_text(json);
 }
 
 // Script text inlined in <script>: a literal "</script" (in a string of the embedded code)

@@ -1,9 +1,11 @@
 // Telling input files apart by content (input_files.hpp).
 #include "input_files.hpp"
 
+#include <fmt/format.h>
+
+#include <unistd.h>
+
 #include <cerrno>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include "cli.hpp"
@@ -18,12 +20,12 @@ namespace {
 namespace fs = std::filesystem;
 
 std::string quoted(const fs::path& path) {
-  return "'" + path.string() + "'";
+  return fmt::format("'{}'", path.string());  // not "'" + ...: GCC 12's false -Wrestrict at -O3
 }
 
 // save_metrics writes one flat object whose values are numbers, strings or booleans.
 bool is_flat_metrics(const nlohmann::json& json) {
-  if (!json.is_object() || json.empty()) return false;
+  if (!json.is_object()) return false;  // {} too: save_metrics({}) writes it
   for (const auto& [key, value] : json.items()) {
     if (!(value.is_number() || value.is_string() || value.is_boolean())) return false;
   }
@@ -73,25 +75,74 @@ std::string understood_kinds() {
 }
 
 std::string read_file_bytes(const fs::path& path, std::string_view role) {
+  try {
+    return read_whole_file(path);
+  } catch (const TraceFormatError& e) {
+    throw InputFailure(std::string(role) + " " + quoted(path) + ": " + e.what());
+  }
+}
+
+namespace {
+
+// Whether two paths name one regular file (or one file not yet there): writing one would
+// replace the other.
+bool same_regular_file(const fs::path& a, const fs::path& b) {
   std::error_code ec;
-  if (!fs::exists(path, ec)) {
-    throw InputFailure(std::string(role) + " " + quoted(path) +
-                       ": no such file; give the path of an existing file");
+  if (fs::exists(a, ec) && fs::exists(b, ec)) {
+    return fs::equivalent(a, b, ec) && fs::is_regular_file(a, ec);
   }
-  if (fs::is_directory(path, ec)) {
-    throw InputFailure(std::string(role) + " " + quoted(path) + ": is a folder, not a file");
+  const fs::path ca = fs::weakly_canonical(a, ec);
+  if (ec) return false;
+  const fs::path cb = fs::weakly_canonical(b, ec);
+  return !ec && ca == cb;
+}
+
+void check_output(const NamedPath& out) {
+  const fs::path folder = out.path.parent_path().empty() ? fs::path(".") : out.path.parent_path();
+  std::error_code ec;
+  const std::string where = std::string(out.role) + " " + quoted(out.path);
+  if (!fs::is_directory(folder, ec)) {
+    throw OutputFailure(where + ": the folder '" + folder.string() +
+                        "' does not exist; create it or write elsewhere");
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw InputFailure(std::string(role) + " " + quoted(path) + ": cannot be opened: " +
-                       std::error_code(errno, std::generic_category()).message());
+  if (fs::is_directory(out.path, ec))
+    throw OutputFailure(where + ": is a folder; give a file name");
+  if (fs::exists(out.path, ec)) {
+    if (::access(out.path.c_str(), W_OK) != 0) {
+      throw OutputFailure(where + ": cannot be written (" +
+                          std::error_code(errno, std::generic_category()).message() +
+                          "); give a file you may write");
+    }
+    if (!fs::is_regular_file(out.path, ec)) return;  // /dev/null, a FIFO: written into
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  if (in.bad()) {
-    throw InputFailure(std::string(role) + " " + quoted(path) + ": read failed");
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    throw OutputFailure(where + ": the folder '" + folder.string() + "' cannot be written (" +
+                        std::error_code(errno, std::generic_category()).message() +
+                        "); write elsewhere");
   }
-  return std::move(bytes).str();
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const NamedPath& out = outputs[i];
+    if (out.path.empty()) continue;
+    check_output(out);
+    for (const NamedPath& in : inputs) {
+      if (!in.path.empty() && same_regular_file(out.path, in.path)) {
+        throw UsageFailure(std::string(out.role) + " " + quoted(out.path) + " is the input " +
+                           std::string(in.role) + " " + quoted(in.path) +
+                           "; writing it would replace the input: give another file name");
+      }
+    }
+    for (std::size_t j = 0; j < i; ++j) {
+      if (!outputs[j].path.empty() && same_regular_file(out.path, outputs[j].path)) {
+        throw UsageFailure(std::string(outputs[j].role) + " and " + std::string(out.role) +
+                           " are one file " + quoted(out.path) + "; give each its own name");
+      }
+    }
+  }
 }
 
 void write_output_file(const fs::path& path, std::string_view content, std::string_view option) {
@@ -106,11 +157,12 @@ void write_output_file(const fs::path& path, std::string_view content, std::stri
 InputFile read_input(const fs::path& path, std::string_view role) {
   InputFile file;
   file.path = path;
-  const std::string bytes = read_file_bytes(path, role);
+  std::string bytes = read_file_bytes(path, role);
   switch (detect_trace_format(bytes)) {
     case TraceFormat::pickle:
     case TraceFormat::rmm_log:
       file.kind = InputKind::trace;
+      file.bytes = std::move(bytes);
       return file;
     case TraceFormat::unknown:
       file.looks_like = bytes.empty() ? "an empty file" : "neither JSON, a pickle nor an RMM log";
@@ -129,13 +181,15 @@ InputFile read_input(const fs::path& path, std::string_view role) {
     }
   }
   if (is_run_record(json) ||
-      (json.is_object() && json.value("format", std::string()) == "memscope-run")) {
+      (json.is_object() && json.value("format", nlohmann::json()) == "memscope-run")) {
     file.kind = InputKind::run;
-  } else if (json.is_object() && json.value("format", std::string()) == "memscope-replay") {
+  } else if (json.is_object() && json.value("format", nlohmann::json()) == "memscope-replay") {
     file.kind = InputKind::replay;
   } else if (is_trace_json(json)) {
     file.kind = InputKind::trace;
-    return file;  // read_trace_file() reads it again with its own checks
+    file.json = nullptr;
+    file.bytes = std::move(bytes);  // read_trace() parses it again with its own checks
+    return file;
   } else if (is_flat_metrics(json)) {
     file.kind = InputKind::metrics;
   } else {

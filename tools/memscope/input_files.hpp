@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,7 @@ struct InputFile {
   std::filesystem::path path;
   InputKind kind = InputKind::unknown;
   nlohmann::json json;     // the parsed JSON of metrics, run and replay files; null for traces
+  std::string bytes;       // a trace's content (read once: the path may be a pipe)
   std::string looks_like;  // for unknown: what was found ("a JSON array of numbers", "empty")
 };
 
@@ -36,9 +38,22 @@ struct InputFile {
 // The kinds report and diff understand, for messages: "saved metrics (...), a run ...".
 [[nodiscard]] std::string understood_kinds();
 
-// The whole file as bytes; InputFailure naming `role` and the file when it is missing or
-// cannot be read.
+// The whole file as bytes, read once (read_whole_file(): pipes, FIFOs, /proc files, capped);
+// InputFailure naming `role`, the file and what it is when it cannot be read.
 [[nodiscard]] std::string read_file_bytes(const std::filesystem::path& path, std::string_view role);
+
+// A file named on the command line: its role in messages ("--json", "TRACE") and its path.
+struct NamedPath {
+  std::string_view role;
+  std::filesystem::path path;
+};
+
+// Checked before any work, so that a typo does not cost a whole run: each output's folder
+// exists and is writable, the output is not a folder and, if it exists, is writable; no output
+// is one of the inputs or another output (a regular file; /dev/null twice is fine).
+// OutputFailure naming the output when it cannot be written, UsageFailure naming both paths
+// when it is an input or another output. Empty paths (options not given) are skipped.
+void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedPath>& outputs);
 
 // Writes an output file atomically (a temporary file renamed over it, so nothing is written
 // half); OutputFailure naming `option` and the file when it cannot be written.

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "cli.hpp"
+#include "input_files.hpp"
 #include "memscope/errors.hpp"
 
 namespace memscope::cli {
@@ -104,14 +105,10 @@ ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress) {
   out.capacity_given = request.capacity.has_value();
   out.capacity = request.capacity.value_or(80 * GiB);
 
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(request.trace, ec)) {
-    throw InputFailure("TRACE '" + request.trace.string() +
-                       "': no such file; give a PyTorch memory snapshot (.pickle or .json), a "
-                       "memscope trace JSON or an RMM log");
-  }
   progress.phase(request.progress_prefix + "reading " + request.trace.filename().string());
-  out.snapshot = read_trace_file(request.trace);
+  out.snapshot = request.trace_bytes != nullptr
+                     ? read_trace(*request.trace_bytes, request.trace.string())
+                     : read_trace(read_file_bytes(request.trace, "TRACE"), request.trace.string());
   out.device = choose_device(request, out.snapshot);
   out.plan = build_replay_plan(out.snapshot, out.device);
 

@@ -25,13 +25,14 @@ namespace memscope::cli {
 
 struct ReplayRequest {
   std::filesystem::path trace;
-  std::optional<std::int64_t> device;   // none: the first device with a trace
-  std::optional<std::size_t> capacity;  // none: 80 GiB, and no "does it fit" verdict
-  std::vector<std::string> configs;     // AllocatorConfig strings; empty: the defaults
-  bool fit = false;                     // search the smallest device per setting
-  std::size_t precision = 2 * MiB;      // of that search
-  std::size_t top_sites = 10;           // sites listed at the peak
-  bool series = false;                  // keep the first setting's series (HTML, JSON report)
+  const std::string* trace_bytes = nullptr;  // its content when already read (a pipe reads once)
+  std::optional<std::int64_t> device;        // none: the first device with a trace
+  std::optional<std::size_t> capacity;       // none: 80 GiB, and no "does it fit" verdict
+  std::vector<std::string> configs;          // AllocatorConfig strings; empty: the defaults
+  bool fit = false;                          // search the smallest device per setting
+  std::size_t precision = 2 * MiB;           // of that search
+  std::size_t top_sites = 10;                // sites listed at the peak
+  bool series = false;                       // keep the first setting's series (HTML, JSON report)
   std::string progress_prefix = "memscope replay: ";  // starts each progress phase
 };
 

@@ -238,7 +238,7 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   if (!json.is_object()) {
     throw InputFailure(source + ": a memscope report must be a JSON object");
   }
-  if (json.value("format", std::string()) != "memscope-report") {
+  if (json.value("format", nlohmann::json()) != "memscope-report") {  // any type: no throw
     r.fail("format", "\"memscope-report\"");
   }
   const nlohmann::json& version = r.field(json, "version", "version");

@@ -44,7 +44,11 @@ std::optional<RunMark> parse_mark_line(std::string_view line, std::int64_t start
   const std::int64_t pid_value = pid->get<std::int64_t>();
   if (pid_value <= 0 || pid_value > INT32_MAX) return std::nullopt;
   mark.pid = static_cast<int>(pid_value);
-  mark.t = static_cast<double>(t_ns->get<std::int64_t>() - start_ns) / 1e9;
+  // Marks carry CLOCK_MONOTONIC, read after the run started: an earlier time is not a mark
+  // of this run (t_ns -1 once became a stage at -4532 s), and subtracting it could overflow.
+  const std::int64_t when = t_ns->get<std::int64_t>();
+  if (when < start_ns) return std::nullopt;
+  mark.t = static_cast<double>(when - start_ns) / 1e9;
   if (const nlohmann::json* hwm = member("hwm"); hwm != nullptr && hwm->is_number_integer()) {
     mark.hwm = hwm->get<std::int64_t>();
   }

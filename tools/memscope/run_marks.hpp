@@ -18,7 +18,8 @@
 namespace memscope::cli {
 
 // One mark line (without its newline) as a RunMark; t is seconds since `start_ns`
-// (CLOCK_MONOTONIC, nanoseconds). nullopt when the line is not a well-formed mark.
+// (CLOCK_MONOTONIC, nanoseconds). nullopt when the line is not a well-formed mark, or one
+// timed before `start_ns`.
 [[nodiscard]] std::optional<RunMark> parse_mark_line(std::string_view line, std::int64_t start_ns);
 
 // Reads marks from the read end of the marks pipe (non-blocking), keeping a partial line for the

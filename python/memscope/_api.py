@@ -49,9 +49,13 @@ def current_device() -> str:
 
 
 def set_device(device: Device) -> None:
-    """Makes ``device`` the one that ``device=None`` means from now on."""
+    """Makes ``device`` the one that ``device=None`` means from now on.
+
+    Raises ConfigError when ``device`` names no device ("abc", an index past what a CUDA
+    device index can be) and TypeError for other types, before anything changes."""
     global _current
-    _current = _spec(device)
+    spec = _spec(device)
+    _current = str(_memscope.BackendSpec(spec))  # the one parser: ConfigError naming it
 
 
 def _spec(device: Device) -> str:

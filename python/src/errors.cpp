@@ -8,6 +8,19 @@ namespace {
 
 ErrorTypes types;
 
+// Text from C++ as a Python str that never fails to decode: messages quote inputs (a trace's
+// bytes, a metric key) that may not be UTF-8, and PyErr_SetString would then raise
+// UnicodeDecodeError instead of the typed error. `errors` is Python's codec error handler.
+nb::object text(std::string_view bytes, const char* errors = "backslashreplace") {
+  PyObject* s = PyUnicode_DecodeUTF8(bytes.data(), static_cast<Py_ssize_t>(bytes.size()), errors);
+  if (s == nullptr) throw nb::python_error();
+  return nb::steal(s);
+}
+
+void set_error(PyObject* type, std::string_view message) {
+  PyErr_SetObject(type, text(message).ptr());
+}
+
 // A new exception class "memscope.<name>" deriving from every type in `bases`.
 PyObject* new_type(nb::module_& m, const char* name, std::initializer_list<PyObject*> bases,
                    const char* doc) {
@@ -27,7 +40,7 @@ PyObject* new_type(nb::module_& m, const char* name, std::initializer_list<PyObj
 // Builds the exception instance so attributes can be attached before it is raised.
 void set_with_attributes(PyObject* type, const char* message,
                          std::initializer_list<std::pair<const char*, nb::object>> attrs) {
-  PyObject* instance = PyObject_CallFunction(type, "s", message);
+  PyObject* instance = PyObject_CallOneArg(type, text(message).ptr());
   if (instance == nullptr) return;  // the call set an error of its own; let it stand
   for (const auto& [key, value] : attrs) PyObject_SetAttrString(instance, key, value.ptr());
   PyErr_SetObject(type, instance);
@@ -64,23 +77,23 @@ void set_python_error(const std::exception& e) noexcept {
     if (const auto* oom = dynamic_cast<const OutOfMemoryError*>(&e)) {
       set_out_of_memory(*oom);
     } else if (const auto* config = dynamic_cast<const ConfigError*>(&e)) {
-      set_with_attributes(
-          types.config, e.what(),
-          {{"key", nb::str(config->key().c_str())}, {"value", nb::str(config->value().c_str())}});
+      set_with_attributes(types.config, e.what(),
+                          {{"key", text(config->key(), "surrogateescape")},
+                           {"value", text(config->value(), "surrogateescape")}});
     } else if (dynamic_cast<const BackendUnavailableError*>(&e) != nullptr) {
-      PyErr_SetString(types.backend_unavailable, e.what());
+      set_error(types.backend_unavailable, e.what());
     } else if (dynamic_cast<const BackendError*>(&e) != nullptr) {
-      PyErr_SetString(types.backend, e.what());
+      set_error(types.backend, e.what());
     } else if (dynamic_cast<const InvalidPointerError*>(&e) != nullptr) {
-      PyErr_SetString(types.invalid_pointer, e.what());
+      set_error(types.invalid_pointer, e.what());
     } else if (dynamic_cast<const TraceFormatError*>(&e) != nullptr) {
-      PyErr_SetString(types.trace_format, e.what());
+      set_error(types.trace_format, e.what());
     } else if (dynamic_cast<const UsageError*>(&e) != nullptr) {
-      PyErr_SetString(types.usage, e.what());
+      set_error(types.usage, e.what());
     } else if (dynamic_cast<const Error*>(&e) != nullptr) {
-      PyErr_SetString(types.error, e.what());
+      set_error(types.error, e.what());
     } else {
-      PyErr_SetString(PyExc_RuntimeError, e.what());
+      set_error(PyExc_RuntimeError, e.what());
     }
   } catch (...) {
     // Building the exception itself failed (out of memory in Python); say so plainly.
@@ -89,8 +102,26 @@ void set_python_error(const std::exception& e) noexcept {
 }
 
 void raise(PyObject* type, const std::string& message) {
-  PyErr_SetString(type, message.c_str());
+  set_error(type, message);
   throw nb::python_error();
+}
+
+std::string text_arg(nb::handle value, std::string_view what) {
+  if (!PyUnicode_Check(value.ptr())) {
+    raise(PyExc_TypeError,
+          std::string(what) + " must be a str, not " + nb::type_name(value.type()).c_str());
+  }
+  Py_ssize_t size = 0;
+  const char* utf8 = PyUnicode_AsUTF8AndSize(value.ptr(), &size);
+  if (utf8 == nullptr) {
+    PyErr_Clear();
+    const nb::object shown = nb::steal(PyObject_ASCII(value.ptr()));
+    raise(PyExc_ValueError,
+          std::string(what) + " " + (shown.is_valid() ? nb::str(shown).c_str() : "") +
+              " is not valid text: it holds a lone surrogate, which UTF-8 cannot store "
+              "(decode names with errors='replace', or pass clean text)");
+  }
+  return {utf8, static_cast<std::size_t>(size)};
 }
 
 void bind_errors(nb::module_& m) {

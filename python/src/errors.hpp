@@ -12,8 +12,11 @@
 
 #include <exception>
 #include <string>
+#include <string_view>
 
 namespace memscope::python {
+
+namespace nb = nanobind;
 
 struct ErrorTypes {
   PyObject* error = nullptr;
@@ -33,7 +36,14 @@ struct ErrorTypes {
 // to RuntimeError). For C slots, which must return -1 instead of throwing. GIL held.
 void set_python_error(const std::exception& e) noexcept;
 
-// Raises `type` with `message` from binding code (GIL held).
+// Raises `type` with `message` from binding code (GIL held). The message may hold bytes that
+// are not UTF-8 (quoted input): they are shown as \xNN escapes, never a UnicodeDecodeError.
 [[noreturn]] void raise(PyObject* type, const std::string& message);
+
+// A str argument as UTF-8, checked: TypeError naming `what` for any other type, ValueError
+// naming `what` for a str that UTF-8 cannot hold (a lone surrogate such as "\udc80", from
+// os.fsdecode of bytes that are not UTF-8). nanobind's own std::string conversion would give
+// "incompatible function arguments" or an untyped std::bad_cast. GIL held.
+[[nodiscard]] std::string text_arg(nb::handle value, std::string_view what);
 
 }  // namespace memscope::python

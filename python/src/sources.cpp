@@ -102,7 +102,9 @@ class PySource final : public MemorySource {
  private:
   std::string text(const char* attribute) const {
     nb::gil_scoped_acquire gil;
-    return nb::cast<std::string>(nb::str(object_.attr(attribute)));
+    return text_arg(
+        object_.attr(attribute),
+        fmt::format("memory source {}: its {}", nb::type_name(object_.type()).c_str(), attribute));
   }
 
   nb::object object_;

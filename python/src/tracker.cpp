@@ -24,7 +24,7 @@ namespace {
 // the value: a metric is never stored as something it was not.
 MetricValue to_metric_value(const std::string& key, nb::handle value) {
   PyObject* v = value.ptr();
-  if (PyUnicode_Check(v)) return nb::cast<std::string>(value);
+  if (PyUnicode_Check(v)) return text_arg(value, fmt::format("metric '{}': the value", key));
   if (PyFloat_Check(v)) return PyFloat_AS_DOUBLE(v);
   if (PyIndex_Check(v)) {
     if (PyObject* index = PyNumber_Index(v); index != nullptr) {
@@ -53,7 +53,7 @@ MetricValue to_metric_value(const std::string& key, nb::handle value) {
 Metrics to_metrics(const nb::dict& values) {
   Metrics out;
   for (auto [key, value] : values) {
-    auto name = nb::cast<std::string>(nb::str(key));
+    std::string name = text_arg(nb::str(key), "a metric key");
     MetricValue metric = to_metric_value(name, value);
     out.emplace(std::move(name), std::move(metric));
   }
@@ -99,14 +99,25 @@ void bind_tracker(nb::module_& m) {
           nb::arg("absolute_values") = false, nb::arg("report_modes") = false,
           nb::arg("implicit_init") = true)
       .def(
-          "start", [](PyTracker& t, const std::string& stage) { t.impl->start(stage); },
-          nb::arg("stage"), nb::call_guard<nb::gil_scoped_release>())
+          "start",
+          [](PyTracker& t, nb::handle stage) {
+            const std::string name = text_arg(stage, "stage");
+            nb::gil_scoped_release unlocked;
+            t.impl->start(name);
+          },
+          nb::arg("stage"))
       .def(
-          "stop", [](PyTracker& t, const std::string& stage) { t.impl->stop(stage); },
-          nb::arg("stage"), nb::call_guard<nb::gil_scoped_release>())
+          "stop",
+          [](PyTracker& t, nb::handle stage) {
+            const std::string name = text_arg(stage, "stage");
+            nb::gil_scoped_release unlocked;
+            t.impl->stop(name);
+          },
+          nb::arg("stage"))
       .def(
           "metrics",
-          [](const PyTracker& t, const std::string& stage) {
+          [](const PyTracker& t, nb::handle stage_name) {
+            const std::string stage = text_arg(stage_name, "stage");
             Metrics metrics;
             {
               nb::gil_scoped_release unlocked;
@@ -117,7 +128,8 @@ void bind_tracker(nb::module_& m) {
           nb::arg("stage"), "The metrics of the last finished run of `stage` (without init_*).")
       .def(
           "update_metrics",
-          [](PyTracker& t, const std::string& stage, const nb::dict& metrics) {
+          [](PyTracker& t, nb::handle stage_name, const nb::dict& metrics) {
+            const std::string stage = text_arg(stage_name, "stage");
             Metrics values = to_metrics(metrics);
             {
               nb::gil_scoped_release unlocked;
@@ -175,8 +187,9 @@ void bind_tracker(nb::module_& m) {
         "Whether this process writes stage marks (it runs under `memscope run`).");
   m.def(
       "write_stage_mark",
-      [](const std::string& kind, const std::string& stage,
+      [](const std::string& kind, nb::handle stage_name,
          const std::map<std::string, std::int64_t>& metrics) {
+        const std::string stage = text_arg(stage_name, "stage");
         if (kind != "begin" && kind != "end") {
           raise(PyExc_ValueError, fmt::format("write_stage_mark: kind '{}' is not a mark kind; "
                                               "use 'begin' or 'end'",

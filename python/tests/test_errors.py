@@ -95,3 +95,56 @@ def test_parse_size_errors() -> None:
     assert memscope.format_bytes(3 * GiB // 2) == "1.50 GiB"
     with pytest.raises(memscope.ConfigError):
         memscope.parse_size("twelve")
+
+
+# ---- Issue 29.7, 29.8: inputs that once gave untyped errors or were accepted silently -------
+
+
+class _NamelessSource:
+    """A Python memory source whose name is not a str."""
+
+    name, kind, available, reason, mode = 5, "gpu", True, "", "given"
+
+    def current(self) -> int:
+        return 0
+
+    def open_window(self) -> object:
+        class Window:
+            begin = 0
+
+            def close(self) -> tuple[int, int]:
+                return 0, 0
+
+        return Window()
+
+
+def test_a_source_name_that_is_not_a_str_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match="name must be a str, not int"):
+        memscope.Tracker([_NamelessSource()], implicit_init=False).sources()
+
+
+@pytest.mark.parametrize("call", [
+    lambda: memscope.Tracker(implicit_init=False).stage("\udc80").__enter__(),
+    lambda: memscope.metrics_format({"a\udc80": 1}),
+    lambda: memscope.metrics_format({"a": "v\udc80"}),
+])
+def test_lone_surrogates_are_a_value_error_naming_the_text(call) -> None:
+    with pytest.raises(ValueError, match="lone surrogate"):
+        call()
+
+
+def test_json_trace_with_a_byte_that_is_not_utf8_is_a_trace_format_error(tmp_path) -> None:
+    path = tmp_path / "t.json"
+    path.write_bytes(b'{"segments": [], "device_traces": [[{"action": "alloc", "addr": 512, '
+                     b'"size": 512, "stream": 0, "frames": [{"filename": "a\xff", "line": 1, '
+                     b'"name": "f"}]}]]}')
+    with pytest.raises(memscope.TraceFormatError, match=r"t\.json"):
+        memscope.load_trace(path)
+
+
+@pytest.mark.parametrize("device", ["abc", 2**100, "cuda:-1"])
+def test_set_device_refuses_what_names_no_device(device: object) -> None:
+    before = memscope.current_device()
+    with pytest.raises(memscope.ConfigError):
+        memscope.set_device(device)  # type: ignore[arg-type]
+    assert memscope.current_device() == before

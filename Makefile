@@ -95,7 +95,7 @@ bench: build
 	@./build/bench/memscope_corpus_bench --iterations 10 --doc docs/benchmarks.md
 
 # Every libFuzzer target for FUZZ_SECONDS each (new inputs it finds go to build-fuzz/corpus-*).
-FUZZ_TARGETS := config size pickle rmm_log snapshot_json
+FUZZ_TARGETS := config size pickle rmm_log snapshot_json cli_json
 FUZZ_SECONDS ?= 60
 fuzz: bootstrap
 	@cmake --preset fuzz >/dev/null

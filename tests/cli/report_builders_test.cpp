@@ -94,6 +94,38 @@ TEST(ReportOfRun, DrawsTheEightLargestProcessesAndSaysSo) {
   EXPECT_TRUE(said);
 }
 
+TEST(ReportOfRun, ManyStagesAreDecimatedOnThePage) {
+  // Issue 29.8: 200,000 stage marks made a 48 MB page (a band and a table row each).
+  RunRecord r = record_with(1);
+  r.stages.clear();
+  constexpr int kStages = 200'000;
+  for (int i = 0; i < kStages; ++i) {
+    RunStage s;
+    s.name = "step";
+    s.pid = 100;
+    s.begin = i * 1e-5;
+    s.end = s.begin + 5e-6;
+    s.tree_rss_peak = (i == 123'456 ? 1000 : i % 97) * kMiB;  // one stage stands out
+    r.stages.push_back(s);
+  }
+  const Report report = report_of_run(r);
+  EXPECT_EQ(report.bands.size(), 2000U);
+  const Table& stages = report.tables.back();
+  ASSERT_EQ(stages.title, "Stages");
+  EXPECT_EQ(stages.rows.size(), 2000U);
+  bool kept_the_highest = false;
+  for (const Band& b : report.bands)
+    kept_the_highest |= b.detail.find("1000.00 MiB") != std::string::npos;
+  EXPECT_TRUE(kept_the_highest);
+  for (std::size_t i = 1; i < report.bands.size(); ++i) {
+    EXPECT_LT(report.bands[i - 1].begin, report.bands[i].begin);  // in time order
+  }
+  bool said = false;
+  for (const std::string& n : report.notes) said |= n.find("200000 stages") != std::string::npos;
+  EXPECT_TRUE(said);
+  EXPECT_LT(render_html(report).size(), std::size_t{4} << 20);
+}
+
 TEST(ReportOfMetrics, OneTablePerStageAndNoChart) {
   const Metrics metrics = {{"train_mem_cpu_alloc_delta", std::int64_t{12 * kMiB}},
                            {"train_runtime", 1.5},

@@ -143,6 +143,34 @@ Table ranks_table(const std::vector<RunRank>& ranks) {
 
 }  // namespace
 
+namespace {
+
+// A run may mark hundreds of thousands of stages (200,000 made a 48 MB page): the bands and
+// the stage table show at most kMaxStagesShown, those with the highest tree RSS peak (the
+// earlier first among equals), in the recording's order.
+constexpr std::size_t kMaxStagesShown = 2000;
+
+std::vector<const RunStage*> shown_stages(const RunRecord& record) {
+  std::vector<const RunStage*> out;
+  out.reserve(std::min(record.stages.size(), kMaxStagesShown));
+  if (record.stages.size() <= kMaxStagesShown) {
+    for (const RunStage& s : record.stages) out.push_back(&s);
+    return out;
+  }
+  std::vector<const RunStage*> all;
+  all.reserve(record.stages.size());
+  for (const RunStage& s : record.stages) all.push_back(&s);
+  const auto higher = [](const RunStage* a, const RunStage* b) {
+    return a->tree_rss_peak != b->tree_rss_peak ? a->tree_rss_peak > b->tree_rss_peak : a < b;
+  };
+  std::nth_element(all.begin(), all.begin() + kMaxStagesShown, all.end(), higher);
+  out.assign(all.begin(), all.begin() + kMaxStagesShown);
+  std::sort(out.begin(), out.end());  // the recording's order (pointers into one vector)
+  return out;
+}
+
+}  // namespace
+
 Report report_of_run(const RunRecord& record) {
   Report report;
   const std::string command = joined(record.command);
@@ -181,7 +209,14 @@ Report report_of_run(const RunRecord& record) {
   }
   add_run_series(record, report);
 
-  for (const RunStage& s : record.stages) {
+  const std::vector<const RunStage*> stages_shown = shown_stages(record);
+  if (stages_shown.size() < record.stages.size()) {
+    report.notes.push_back(fmt::format(
+        "{} stages: the page shows the {} with the highest tree RSS peak (the recording has all).",
+        record.stages.size(), stages_shown.size()));
+  }
+  for (const RunStage* stage : stages_shown) {
+    const RunStage& s = *stage;
     const double end = s.end < 0.0 ? record.duration : s.end;
     std::string detail = fmt::format("pid {}, {}", s.pid, seconds(end - s.begin));
     if (s.tree_rss_peak >= 0) detail += ", tree RSS peak " + format_bytes(s.tree_rss_peak);
@@ -232,7 +267,8 @@ Report report_of_run(const RunRecord& record) {
                  {},
                  "tree RSS peak: the highest sample during the stage; exact figures: the "
                  "stage's own tracker"};
-    for (const RunStage& s : record.stages) {
+    for (const RunStage* stage : stages_shown) {
+      const RunStage& s = *stage;
       const double end = s.end < 0.0 ? record.duration : s.end;
       stages.rows.push_back({s.name, std::to_string(s.pid), seconds(s.begin),
                              s.end < 0.0 ? "never ended" : seconds(end - s.begin),

@@ -60,6 +60,15 @@ def test_run_writes_a_command_line_that_is_not_utf8(tmp_path: Path) -> None:
     assert any(b"caf\xe9-\xff" in c for c in commands), commands
     assert [os.fsencode(a) for a in data["command"]][-1] == b"caf\xe9-\xff"
     assert page.stat().st_size > 0
+    # memscope reads its own escapes back: the bytes reach the report and the diff's JSON.
+    report = subprocess.run([str(CLI), "report", str(out)], capture_output=True, env=_env(),
+                            timeout=120)
+    assert report.returncode == 0 and b"caf\xe9-\xff" in report.stdout, report.stderr
+    diff = tmp_path / "diff.json"
+    result = subprocess.run([str(CLI), "diff", str(out), str(out), "--json", str(diff)],
+                            capture_output=True, env=_env(), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert r"caf\udce9-\udcff" in diff.read_text()
 
 
 def test_run_piped_into_head_still_writes_its_files(tmp_path: Path) -> None:
@@ -73,17 +82,22 @@ def test_run_piped_into_head_still_writes_its_files(tmp_path: Path) -> None:
     assert json.loads(out.read_text())["format"] == "memscope-run"
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root may write any folder")
-def test_run_checks_an_unwritable_folder_before_the_command(tmp_path: Path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o500)
+@pytest.mark.parametrize("folder", ["locked", "/proc/self"])
+def test_run_checks_an_unwritable_folder_before_the_command(tmp_path: Path, folder: str) -> None:
+    # A 0500 folder stops everyone but root; /proc/self (0555, no new files) stops root too.
+    locked = tmp_path / folder if folder == "locked" else Path(folder)
+    if folder == "locked":
+        if os.geteuid() == 0:
+            pytest.skip("root may write any folder")
+        locked.mkdir()
+        locked.chmod(0o500)
     marker = tmp_path / "ran"
     try:
         result = memscope("run", "--json", locked / "run.json", "--", "touch", marker)
     finally:
-        locked.chmod(0o700)
-    assert result.returncode == 125 and "cannot be written" in result.stderr
+        if folder == "locked":
+            locked.chmod(0o700)
+    assert result.returncode == 125 and "cannot be written" in result.stderr, result.stderr
     assert not marker.exists()
 
 

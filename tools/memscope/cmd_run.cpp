@@ -88,12 +88,18 @@ int run(const RunArguments& args) {
   // (`memscope run ... | head -1`) is EPIPE, not death by SIGPIPE. (Only now: the command,
   // started above, must not inherit an ignored SIGPIPE.)
   (void)std::signal(SIGPIPE, SIG_IGN);
-  write_outputs(args, result.record);
+  std::exception_ptr output_failure;
+  try {
+    write_outputs(args, result.record);
+  } catch (const OutputFailure&) {
+    output_failure = std::current_exception();  // after the summary, which still shows the run
+  }
   if (!args.quiet) {
     std::fflush(stderr);
     std::fputs(("\n" + format_run_summary(result.record)).c_str(), stdout);
     std::fflush(stdout);
   }
+  if (output_failure) std::rethrow_exception(output_failure);
   return result.exit_code;
 }
 

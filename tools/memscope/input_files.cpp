@@ -10,6 +10,7 @@
 
 #include "cli.hpp"
 #include "common/atomic_file.hpp"
+#include "json_text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
 #include "run_record.hpp"
@@ -170,11 +171,12 @@ InputFile read_input(const fs::path& path, std::string_view role) {
     case TraceFormat::json:
       break;
   }
-  nlohmann::json json = nlohmann::json::parse(bytes, nullptr, /*allow_exceptions=*/false);
+  // parse_json_text: the \udcXY escapes memscope writes for bytes that are not UTF-8 read back.
+  nlohmann::json json = parse_json_text(bytes, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
     // Parse again to get the position and reason; only the failing path pays for it.
     try {
-      json = nlohmann::json::parse(bytes);
+      json = parse_json_text(bytes);
     } catch (const nlohmann::json::parse_error& e) {
       throw InputFailure(std::string(role) + " " + quoted(path) + ": not valid JSON (" + e.what() +
                          ")");

@@ -4,10 +4,19 @@
 // not begin a valid sequence becomes \udc80-\udcff, Python's "surrogateescape" (json.loads then
 // os.fsencode() gives the bytes back). '<' is written \u003c, so the text is safe in <script>.
 //
-// Thread safety: pure. Errors: none (std::bad_alloc aside).
+// parse_json_text() reads such text back with the bytes restored: nlohmann's parser refuses a
+// lone surrogate escape, so each lone \udc80-\udcff is first rewritten as U+10FF80-U+10FFFF
+// (the last private-use code points of plane 16) and, after parsing, turned back into its byte.
+// A genuine U+10FF80-U+10FFFF in a string would come back as that byte too: a price paid for
+// code points no text uses.
+//
+// Thread safety: pure. Errors: json_text none (std::bad_alloc aside); parse_json_text throws
+// nlohmann::json::parse_error as nlohmann::json::parse() does, or returns a discarded value
+// when `allow_exceptions` is false.
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -15,5 +24,7 @@ namespace memscope::cli {
 
 // `indent` < 0: compact; else a newline and `indent` spaces per level, as dump(indent).
 [[nodiscard]] std::string json_text(const nlohmann::json& json, int indent = -1);
+
+[[nodiscard]] nlohmann::json parse_json_text(std::string_view text, bool allow_exceptions = true);
 
 }  // namespace memscope::cli

@@ -238,7 +238,10 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   live_.reserve_one();
   block_recycler_.prepare(2);  // a new segment's block and a split remainder
   segment_recycler_.prepare(1);
-  flush_recent();
+  // Only this stream's front cache: its blocks are the only ones this stream's bins can use, and
+  // walking every stream's here made many streams quadratic (issue 29.5). Releasing cached
+  // memory (release_all_cached) and garbage collection still flush every stream.
+  flush_recent_of(pools.recent);
   Block* block = nullptr;
   bool small = false;
   if (size <= detail::kLargestRequest) {
@@ -434,11 +437,12 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
 }
 
 void AllocatorCore::flush_recent() noexcept {
-  for (const auto& entry : pools_) {
-    detail::RecentFrees& recent = entry.second->recent;
-    for (std::size_t i = 0; i < recent.count; ++i) flush_recent_block(recent.blocks[i]);
-    recent.count = 0;
-  }
+  for (const auto& entry : pools_) flush_recent_of(entry.second->recent);
+}
+
+void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
+  for (std::size_t i = 0; i < recent.count; ++i) flush_recent_block(recent.blocks[i]);
+  recent.count = 0;
 }
 
 bool AllocatorCore::has_recent() const noexcept {
@@ -616,6 +620,7 @@ void AllocatorCore::garbage_collect() {
                                                   static_cast<double>(memory_limit_));
   const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[kAll].current);
   if (reserved <= threshold) return;
+  flush_recent();  // collection looks at every stream's cached blocks (allocate flushed one)
   const std::size_t target = reserved - threshold;
   // Large cached segments, by age (allocations since they were cached); with expandable
   // segments, large cached blocks with whole pages inside, whose pages are unmapped.

@@ -162,6 +162,8 @@ class AllocatorCore {
   [[nodiscard]] static detail::Block* take_newest_recent(detail::RecentFrees& recent,
                                                          std::size_t rounded) noexcept;
   void flush_recent_block(detail::Block* block) noexcept;
+  // One stream's front cache into its bins (flush_recent() does every stream's).
+  void flush_recent_of(detail::RecentFrees& recent) noexcept;
   void release_segment(detail::Block* block) noexcept;
   // The miss path with fixed segments: a new segment, else oversize cached ones released, else
   // everything cached released; nullptr when even that failed.

@@ -56,11 +56,13 @@ struct ReplayOp {
 };
 
 struct ReplayPlan {
-  std::vector<ReplayOp> ops;  // the starting live set first, then the traced allocs and frees
+  // The starting live set first ((a) then (b)), then the traced allocs and frees. An (a) op
+  // carries the stack of its free (who allocated it is not known).
+  std::vector<ReplayOp> ops;
   std::int64_t device = 0;
   std::size_t allocations = 0;      // alloc ops; slots run from 0 to allocations - 1
   bool linked = false;              // every op has its slot (build_replay_plan() sets it)
-  std::size_t starting_frees = 0;   // (a): frees with no earlier alloc
+  std::size_t starting_frees = 0;   // (a): frees with no earlier alloc (the first ops)
   std::size_t starting_active = 0;  // (b): active blocks never allocated in the trace
   std::size_t traced_ops = 0;       // traced allocs and free_completed events
   std::size_t live_before = 0;      // requested bytes of the starting live set
@@ -111,27 +113,60 @@ struct ReplayMoment {
   [[nodiscard]] bool happened() const noexcept { return op != kNever; }
 };
 
-// Live allocations grouped by the stack that allocated them.
+// Where a live allocation's stack comes from.
+enum class SiteOrigin : std::uint8_t {
+  traced,            // allocated in the trace: the stack of its alloc event
+  before_recording,  // live when recording began, never freed in it: the snapshot block's stack
+                     // (PyTorch records none for blocks allocated before recording began)
+  freed_in_trace,    // live when recording began and freed in the trace: the stack of its free
+};
+
+// Live allocations grouped by the stack that allocated them (or freed them, for origin
+// freed_in_trace).
 struct StackBytes {
   StackId stack = 0;
+  SiteOrigin origin = SiteOrigin::traced;
   std::size_t bytes = 0;  // requested
   std::size_t count = 0;
 };
 
-// Live allocations grouped by the innermost frame of user code in their stacks.
+// Where the stack of the plan's op `index` (an alloc) comes from: traced for an op of the
+// trace, freed_in_trace for the plan's first starting_frees ops, else before_recording.
+[[nodiscard]] SiteOrigin origin_of(const ReplayPlan& plan, std::size_t index) noexcept;
+
+// The widest ReplaySite::where() text: longer names (C++ templates run to hundreds of
+// characters) keep their start and end around a "..." in the middle.
+inline constexpr std::size_t kSiteWidth = 80;
+
+// Live allocations grouped by the frame blamed for their stacks (blamed_frame()).
 struct ReplaySite {
   TraceFrame frame;  // empty filename and name: the allocations had no frames
+  SiteOrigin origin = SiteOrigin::traced;
   std::size_t bytes = 0;
   std::size_t count = 0;
-  // "model.py:212 forward" (the file's last path component), or "<no frames>".
+  // "model.py:212 forward" (the file's last path component; a C++ function without its
+  // parameter list), at most kSiteWidth characters; "<no frames>"; "<allocated before
+  // recording>" for blocks live when recording began whose stack is unknown; "freed at
+  // model.py:212 forward (allocated before recording)" when the stack is their free's.
   [[nodiscard]] std::string where() const;
+};
+
+// What was live after one moment of a replay: totals, by stack (largest first) and, when the
+// replay knew the trace's frames (replay_trace(), explain_with_trace()), by site (the top
+// ReplayOptions::top_sites, largest first).
+struct LiveBreakdown {
+  std::size_t bytes = 0;  // requested
+  std::size_t count = 0;
+  std::vector<StackBytes> stacks;
+  std::vector<ReplaySite> top_sites;
 };
 
 struct ReplayResult {
   std::int64_t device = 0;
-  std::string config;        // the settings replayed (AllocatorConfig text)
-  std::size_t capacity = 0;  // of the simulated device; 0 when replayed through a given allocator
-  std::size_t operations = 0;
+  std::string config;          // the settings replayed (AllocatorConfig text)
+  std::size_t capacity = 0;    // of the simulated device; 0 when replayed through a given allocator
+  std::size_t operations = 0;  // ops replayed: starting_blocks, then the trace's events
+  std::size_t starting_blocks = 0;  // blocks live when recording began (ReplayPlan)
   // Peaks during the replay (a peak window opened at its start), in bytes.
   std::int64_t peak_reserved = 0;
   std::int64_t peak_allocated = 0;
@@ -150,12 +185,10 @@ struct ReplayResult {
   ReplayMoment peak_live;
   ReplayMoment first_oom;
   std::int64_t trace_start_us = 0;  // the trace's first time, for times relative to it
-  // What was live after the `peak` op: totals, by stack (largest first) and, when the replay
-  // knew the trace's frames (replay_trace()), by site (the top ReplayOptions::top_sites).
-  std::size_t live_at_peak_bytes = 0;
-  std::size_t live_at_peak_count = 0;
-  std::vector<StackBytes> live_at_peak;
-  std::vector<ReplaySite> top_sites;
+  // What was live at the two peaks: after the `peak_live` op (the most memory the program
+  // held) and after the `peak` op (when the allocator reserved the most).
+  LiveBreakdown at_peak_live;
+  LiveBreakdown at_peak_reserved;
   std::chrono::nanoseconds wall_time{0};  // the allocate/deallocate calls (and sampling, if on)
   double ns_per_event = 0.0;
   MemoryStats final_stats;
@@ -163,8 +196,9 @@ struct ReplayResult {
   // Allocations still live at the end (as in the snapshot); they belong to the allocator.
   std::vector<void*> live_pointers;
 
-  // An aligned text report: the peak (event, time, stage), live bytes, the fragmentation
-  // figure, segments, out-of-memory errors and the top sites.
+  // An aligned text report: the peaks (event, time, stage), the fragmentation figure,
+  // segments, out-of-memory errors, and what was live at peak live and at peak reserved with
+  // their top sites.
   [[nodiscard]] std::string explain() const;
 };
 
@@ -187,15 +221,36 @@ struct ReplayOptions {
 // frames (top_sites).
 [[nodiscard]] ReplayResult replay_trace(const TorchSnapshot& snapshot, std::int64_t device = 0,
                                         const ReplayOptions& options = {});
-// Fills the moments' time_us and tag and top_sites of a result of replaying `plan`, which was
-// built from `snapshot`.
+// Fills the moments' time_us and tag and the breakdowns' top_sites of a result of replaying
+// `plan`, which was built from `snapshot`.
 void explain_with_trace(const TorchSnapshot& snapshot, const ReplayPlan& plan, ReplayResult& result,
                         std::size_t top_sites = 10);
 
-// True for a frame of allocator or framework plumbing, never blamed for an allocation: the
-// frames PyTorch's memory viewer hides (unwinding, the interpreter's C internals, dispatcher
-// registration) and code of installed packages (site-packages, dist-packages, the standard
-// library, shared objects, memscope, c10, at::).
+// Who a stack frame belongs to, for blaming an allocation on code (docs/traces.md, "Which
+// code is blamed"):
+// - internal: never the answer while a stack has other frames: frames of unknown origin (a
+//   file of "??" or none), the unwinder and recorders (torch::unwind, CapturedTraceback,
+//   memscope::), C++ frameworks by namespace (c10::, at::, torch::, std::, pybind11:: ...),
+//   the C library's start and thread entry, CPython's C API (Py*, _Py*) and `<frozen ...>`
+//   modules, and, in a stack that holds Python frames, every native source frame (.c, .cpp,
+//   .h, .cu, .S, .o ...), which is then the interpreter's or a framework's;
+// - library: code the user calls but does not write: installed packages (site-packages,
+//   dist-packages), Python's standard library, PyTorch's Python sources (a path through a
+//   torch/ folder), generated code (torchinductor, torch.fx's <eval_with_key>), shared objects;
+// - user: everything else (the user's scripts and modules; in a native-only stack, the
+//   program's own functions).
+enum class FrameKind : std::uint8_t { user, library, internal };
+[[nodiscard]] FrameKind classify_frame(const TraceFrame& frame, bool python_stack = true);
+
+// The frame to blame for a stack: its innermost frame of user code; failing that its
+// innermost library frame (the library call the user made); failing that, for the framework's
+// own threads (the autograd engine), the innermost autograd node (…Backward0::apply) or ATen
+// operator (at::_ops::…::call); failing that its innermost frame outside the unwinder and
+// allocators; failing that its innermost frame. nullptr for an empty or unknown stack.
+[[nodiscard]] const TraceFrame* blamed_frame(const TraceStrings& strings, StackId stack);
+
+// True for a frame not of user code (classify_frame() is not `user`), never blamed while its
+// stack holds user code.
 [[nodiscard]] bool is_plumbing_frame(const TraceFrame& frame);
 
 // ---- Would it fit -------------------------------------------------------------------------

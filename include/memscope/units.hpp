@@ -21,6 +21,14 @@ inline constexpr std::size_t MiB = 1024 * KiB;
 inline constexpr std::size_t GiB = 1024 * MiB;
 
 [[nodiscard]] std::size_t parse_size(std::string_view text, std::string_view what = "size");
+// parse_size() for sizes people type, where a bare number is more likely a forgotten unit than
+// a byte count ("--capacity 24" meaning 24 GiB): the unit is required ("24GiB"; "512B" for
+// bytes). ConfigError naming `what` and the text otherwise.
+[[nodiscard]] std::size_t parse_size_with_unit(std::string_view text,
+                                               std::string_view what = "size");
+
+// A count with its thousands grouped: "3,442".
+[[nodiscard]] std::string format_count(std::uint64_t n);
 
 // "1.50 GiB", "512 B", "-3.00 MiB": binary units (up to EiB), two decimals above bytes.
 [[nodiscard]] std::string format_bytes(std::int64_t bytes);

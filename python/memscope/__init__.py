@@ -63,6 +63,7 @@ from ._memscope import (
     Error,
     FitResult,
     InvalidPointerError,
+    LiveBreakdown,
     OutOfMemoryError,
     PeakScope,
     PeakValues,
@@ -94,7 +95,8 @@ __all__ = [
     "cuda_is_available", "device_count", "current_device", "set_device", "default_allocator",
     "format_bytes", "format_size_exact", "parse_size", "host", "__version__",
     "process_peak_rss", "stage_marks_enabled", "write_stage_mark",
-    "Trace", "load_trace", "ReplayResult", "ReplayMoment", "ReplaySite", "FitResult",
+    "Trace", "load_trace", "ReplayResult", "ReplayMoment", "ReplaySite", "LiveBreakdown",
+    "FitResult",
     "Comparison",
 ]
 

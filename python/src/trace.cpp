@@ -21,7 +21,9 @@ namespace {
 
 // A size given as bytes (int) or as text ("24GiB"), as the rest of the package takes sizes.
 std::size_t size_arg(const nb::handle& value, const char* what) {
-  if (nb::isinstance<nb::str>(value)) return parse_size(nb::cast<std::string>(value), what);
+  if (nb::isinstance<nb::str>(value)) {
+    return parse_size_with_unit(nb::cast<std::string>(value), what);  // "24" is no size
+  }
   if (nb::isinstance<nb::int_>(value) && !nb::isinstance<nb::bool_>(value)) {
     const auto bytes = nb::cast<std::int64_t>(value);
     if (bytes < 0) {
@@ -135,12 +137,40 @@ void bind_results(nb::module_& m) {
       .def_prop_ro("filename", [](const ReplaySite& s) { return s.frame.filename; })
       .def_prop_ro("line", [](const ReplaySite& s) { return s.frame.line; })
       .def_prop_ro("name", [](const ReplaySite& s) { return s.frame.name; })
-      .def_prop_ro("where", &ReplaySite::where, "\"model.py:212 forward\" or \"<no frames>\".")
+      .def_prop_ro("where", &ReplaySite::where,
+                   "\"model.py:212 forward\" (at most 80 characters), \"<no frames>\", "
+                   "\"<allocated before recording>\" or \"freed at ... (allocated before "
+                   "recording)\".")
+      .def_prop_ro(
+          "origin",
+          [](const ReplaySite& s) {
+            switch (s.origin) {
+              case SiteOrigin::before_recording:
+                return "before_recording";
+              case SiteOrigin::freed_in_trace:
+                return "freed_in_trace";
+              case SiteOrigin::traced:
+                break;
+            }
+            return "traced";
+          },
+          "'traced' (the stack of the alloc), 'before_recording' (live when recording began: "
+          "the snapshot's stack, often none) or 'freed_in_trace' (live when recording began: "
+          "the stack of its free).")
       .def_ro("bytes", &ReplaySite::bytes)
       .def_ro("count", &ReplaySite::count)
       .def("__repr__", [](const ReplaySite& s) {
         return "<memscope.ReplaySite " + s.where() + ": " + format_size(s.bytes) + " in " +
                std::to_string(s.count) + ">";
+      });
+
+  nb::class_<LiveBreakdown>(m, "LiveBreakdown", "What was live after one moment of a replay.")
+      .def_ro("bytes", &LiveBreakdown::bytes, "Requested bytes live.")
+      .def_ro("count", &LiveBreakdown::count, "Allocations live.")
+      .def_ro("top_sites", &LiveBreakdown::top_sites, "By the code blamed, largest first.")
+      .def("__repr__", [](const LiveBreakdown& b) {
+        return "<memscope.LiveBreakdown " + format_size(b.bytes) + " in " +
+               std::to_string(b.count) + " allocations>";
       });
 
   nb::class_<ReplayResult>(m, "ReplayResult",
@@ -174,11 +204,20 @@ void bind_results(nb::module_& m) {
             return r.first_oom;
           },
           "The first refused allocation, or None.")
-      .def_ro("live_at_peak", &ReplayResult::live_at_peak_bytes,
-              "Requested bytes live at the reserved peak.")
-      .def_ro("live_at_peak_count", &ReplayResult::live_at_peak_count)
-      .def_ro("top_sites", &ReplayResult::top_sites,
-              "What was live at the peak, by the code that allocated it, largest first.")
+      .def_ro("at_peak_live", &ReplayResult::at_peak_live,
+              "What was live at peak live (the live_peak moment).")
+      .def_ro("at_peak_reserved", &ReplayResult::at_peak_reserved,
+              "What was live at peak reserved (the peak moment).")
+      .def_prop_ro(
+          "live_at_peak", [](const ReplayResult& r) { return r.at_peak_live.bytes; },
+          "Requested bytes live at peak live (at_peak_live.bytes).")
+      .def_prop_ro(
+          "live_at_peak_count", [](const ReplayResult& r) { return r.at_peak_live.count; },
+          "Allocations live at peak live.")
+      .def_prop_ro(
+          "top_sites", [](const ReplayResult& r) { return r.at_peak_live.top_sites; },
+          "What was live at peak live, by the code blamed, largest first "
+          "(at_peak_live.top_sites).")
       .def_prop_ro("ns_per_event", [](const ReplayResult& r) { return r.ns_per_event; })
       .def_prop_ro(
           "series",

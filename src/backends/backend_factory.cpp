@@ -42,7 +42,8 @@ BackendSpec BackendSpec::parse(std::string_view text) {
   } else if (text.starts_with(kSimPrefix)) {
     spec.type = Type::simulated;
     try {
-      spec.capacity = parse_size(text.substr(kSimPrefix.size()), "simulated device capacity");
+      spec.capacity =
+          parse_size_with_unit(text.substr(kSimPrefix.size()), "simulated device capacity");
     } catch (const ConfigError& e) {
       bad_spec(text, e.what());
     }

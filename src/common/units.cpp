@@ -117,6 +117,22 @@ std::string format_size(std::size_t bytes) {
   return format_magnitude(false, bytes);
 }
 
+std::size_t parse_size_with_unit(std::string_view text, std::string_view what) {
+  const std::string_view s = detail::trim(text);
+  if (!s.empty() && (std::isdigit(static_cast<unsigned char>(s.back())) != 0 || s.back() == '.')) {
+    throw ConfigError(
+        fmt::format("{}: '{}' has no unit; a bare number is ambiguous ({} bytes or {} GiB?): "
+                    "write the unit, e.g. {}GiB, {}MB, or {}B for bytes",
+                    what, text, s, s, s, s, s),
+        std::string(what), std::string(text));
+  }
+  return parse_size(text, what);
+}
+
+std::string format_count(std::uint64_t n) {
+  return detail::group_digits(n);
+}
+
 std::string format_size_exact(std::size_t bytes) {
   static constexpr std::array<std::string_view, 4> kNames{"TiB", "GiB", "MiB", "KiB"};
   for (std::size_t i = 0; i < kNames.size(); ++i) {

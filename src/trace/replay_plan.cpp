@@ -194,11 +194,12 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
         if (a.allocated || a.freed_unallocated) {
           contradiction(device, i, "free of address " + hex(e.addr) + ", which is not live");
         }
-        // (a): live before the recording began; who allocated it is not known.
+        // (a): live before the recording began; who allocated it is not known, so it carries
+        // the stack of its free (SiteOrigin::freed_in_trace).
         a.freed_unallocated = true;
         a.slot = slots.next(device);
         a.size = e.size;
-        starting.push_back({false, e.addr, e.size, e.stream, kBeforeTrace, 0, 0, a.slot});
+        starting.push_back({false, e.addr, e.size, e.stream, kBeforeTrace, e.stack, 0, a.slot});
         ++plan.starting_frees;
       }
       a.live = false;

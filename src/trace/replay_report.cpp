@@ -23,8 +23,10 @@ std::string settings_name(const std::string& config) {
 // "event 8,123 (t+1.234 s, stage 'backward')", or where a moment came from otherwise.
 std::string moment_text(const ReplayMoment& m, std::int64_t trace_start_us) {
   if (!m.happened()) return "-";
-  if (m.event == kBeforeTrace)
-    return fmt::format("op {} (the starting live set)", group_digits(m.op));
+  if (m.event == kBeforeTrace) {
+    return fmt::format("the starting live set (block {} of those live when recording began)",
+                       group_digits(m.op + 1));
+  }
   std::string out = "event " + group_digits(m.event);
   std::vector<std::string> notes;
   if (m.time_us != 0 && trace_start_us != 0) {
@@ -73,12 +75,36 @@ bool expandable_settings(const std::string& config) {
   }
 }
 
+// "live at peak live, event 1,255 (t+0.120 s): 12.97 GiB in 504 allocations; top sites:" and
+// the sites, one aligned row each.
+std::string live_text(std::string_view label, const ReplayMoment& m, const LiveBreakdown& live,
+                      std::int64_t trace_start_us) {
+  std::string out =
+      fmt::format("live {}, {}: {} in {} allocations", label, moment_text(m, trace_start_us),
+                  format_size(live.bytes), group_digits(live.count));
+  if (live.top_sites.empty()) return out + "\n";
+  out += "; top sites:\n";
+  std::vector<std::vector<std::string>> sites;
+  for (const ReplaySite& s : live.top_sites) {
+    const double share =
+        live.bytes == 0 ? 0.0
+                        : 100.0 * static_cast<double>(s.bytes) / static_cast<double>(live.bytes);
+    sites.push_back({s.where(), format_size(s.bytes), fmt::format("{:.1f}%", share),
+                     group_digits(s.count) + (s.count == 1 ? " alloc" : " allocs")});
+  }
+  return out + aligned(sites, "  ", "lrrr");
+}
+
 }  // namespace
 
 std::string ReplayResult::explain() const {
   std::string out = fmt::format("replay of device {}, settings: {}", device, settings_name(config));
   if (capacity != 0) out += ", simulated device of " + format_size(capacity);
-  out += fmt::format(", {} ops\n", group_digits(operations));
+  out += fmt::format(": {} allocations and frees", group_digits(operations - starting_blocks));
+  if (starting_blocks != 0) {
+    out += fmt::format(" after {} blocks live when recording began", group_digits(starting_blocks));
+  }
+  out += "\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back(
       {"peak reserved", format_bytes(peak_reserved), "at " + moment_text(peak, trace_start_us)});
@@ -115,20 +141,15 @@ std::string ReplayResult::explain() const {
                      format_bytes(first_oom.reserved_bytes))});
   }
   out += aligned(rows, "  ", "lrl");
-  if (!peak.happened()) return out;
-  out += fmt::format("live at the peak: {} in {} allocations", format_size(live_at_peak_bytes),
-                     group_digits(live_at_peak_count));
-  if (top_sites.empty()) return out + "\n";
-  out += "; top sites:\n";
-  std::vector<std::vector<std::string>> sites;
-  for (const ReplaySite& s : top_sites) {
-    const double share = live_at_peak_bytes == 0 ? 0.0
-                                                 : 100.0 * static_cast<double>(s.bytes) /
-                                                       static_cast<double>(live_at_peak_bytes);
-    sites.push_back({s.where(), format_size(s.bytes), fmt::format("{:.1f}%", share),
-                     group_digits(s.count) + (s.count == 1 ? " alloc" : " allocs")});
+  const bool same = peak_live.op == peak.op;
+  if (peak_live.happened()) {
+    out += live_text(same && peak.happened() ? "at peak live and peak reserved" : "at peak live",
+                     peak_live, at_peak_live, trace_start_us);
   }
-  return out + aligned(sites, "  ", "lrrr");
+  if (peak.happened() && !same) {
+    out += live_text("at peak reserved", peak, at_peak_reserved, trace_start_us);
+  }
+  return out;
 }
 
 std::string FitResult::explain() const {

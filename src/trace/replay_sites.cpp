@@ -1,8 +1,9 @@
-// Which code allocated what was live at the peak: stacks reduced to their innermost frame of
-// user code, and the replay's moments given their times and tags from the trace.
+// Which code allocated what was live at the peaks: stacks reduced to their blamed frame
+// (frame_kinds.cpp), shown in a capped width, and the replay's moments given their times and
+// tags from the trace.
 #include <algorithm>
-#include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -12,11 +13,6 @@
 namespace memscope {
 namespace {
 
-bool contains_any(std::string_view text, const auto& needles) {
-  return std::any_of(std::begin(needles), std::end(needles),
-                     [&](std::string_view n) { return text.find(n) != std::string_view::npos; });
-}
-
 // Windows paths (PyTorch on Windows records them) read as POSIX ones; copied only when needed.
 std::string forward_slashes(const std::string& path) {
   std::string out = path;
@@ -24,84 +20,117 @@ std::string forward_slashes(const std::string& path) {
   return out;
 }
 
-// The frame to blame for a stack: the first (innermost) frame of user code; failing that the
-// first that is not interpreter or unwinder internals (a library call the user made); failing
-// that the innermost. nullptr for an empty or unknown stack. Frames are looked at in place and
-// each frame is judged once (`plumbing`: -1 not yet, else the verdict): copying every stack's
-// frames (two strings each) cost more than the replay's own bookkeeping.
-const TraceFrame* site_of(const TraceStrings& strings, StackId stack,
-                          std::vector<std::int8_t>& plumbing) {
-  if (stack >= strings.stacks.size()) return nullptr;
-  const std::vector<std::uint32_t>& ids = strings.stacks[stack];
-  const auto frame = [&](std::uint32_t id) -> const TraceFrame* {
-    return id < strings.frames.size() ? &strings.frames[id] : nullptr;
-  };
-  for (const std::uint32_t id : ids) {
-    const TraceFrame* f = frame(id);
-    if (f == nullptr) continue;
-    if (plumbing[id] < 0) plumbing[id] = is_plumbing_frame(*f) ? 1 : 0;
-    if (plumbing[id] == 0) return f;
+// A demangled C++ name without what makes it long and says little: its parameter list, a
+// trailing " const" or " [clone .isra.0]", and "(anonymous namespace)::".
+std::string short_function(std::string name) {
+  static constexpr std::string_view kAnonymous = "(anonymous namespace)::";
+  for (std::size_t at = name.find(kAnonymous); at != std::string::npos;
+       at = name.find(kAnonymous)) {
+    name.erase(at, kAnonymous.size());
   }
-  for (const std::uint32_t id : ids) {
-    const TraceFrame* f = frame(id);
-    if (f != nullptr && !f->filename.empty() && !is_plumbing_frame({"", f->line, f->name})) {
-      return f;
+  if (const std::size_t clone = name.rfind(" [clone "); clone != std::string::npos) {
+    name.resize(clone);
+  }
+  if (name.ends_with(" const")) name.resize(name.size() - 6);
+  if (!name.ends_with(')')) return name;
+  int depth = 0;
+  for (std::size_t i = name.size(); i-- > 0;) {
+    if (name[i] == ')') ++depth;
+    if (name[i] == '(' && --depth == 0) {
+      if (i > 0) name.resize(i);  // "(lambda)" alone stays
+      break;
     }
   }
-  return ids.empty() ? nullptr : frame(ids.front());
+  return name;
+}
+
+// Code points in UTF-8 text (continuation bytes are 10xxxxxx).
+std::size_t code_points(std::string_view text) {
+  return static_cast<std::size_t>(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0U) != 0x80U;
+  }));
+}
+
+// The byte offset of code point `n` of `text` (its size when there are fewer).
+std::size_t byte_of(std::string_view text, std::size_t n) {
+  std::size_t seen = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0U) == 0x80U) continue;
+    if (seen++ == n) return i;
+  }
+  return text.size();
+}
+
+// `text` in at most `width` code points: its start and end around "..." (two thirds of what
+// is kept from the start, where a name begins, one third from the end, where a file name or
+// a method is).
+std::string capped(const std::string& text, std::size_t width) {
+  const std::size_t n = code_points(text);
+  if (n <= width || width < 5) return text;
+  const std::size_t keep = width - 3;
+  const std::size_t tail = keep / 3;
+  const std::size_t head = keep - tail;
+  return text.substr(0, byte_of(text, head)) + "..." + text.substr(byte_of(text, n - tail));
 }
 
 }  // namespace
 
-bool is_plumbing_frame(const TraceFrame& frame) {
-  // What PyTorch's memory viewer also hides: the unwinder, the interpreter's C entry points,
-  // the dispatcher's registration and boxing layers.
-  static constexpr std::array<std::string_view, 7> kInternalNames = {
-      "unwind::unwind",  "CapturedTraceback::gather",
-      "gather_with_cpp", "__libc_start_main",
-      "PyEval_",         "PyObject_",
-      "PyFunction_"};
-  static constexpr std::array<std::string_view, 10> kInternalFiles = {"core/boxing",
-                                                                      "/Register",
-                                                                      "/Redispatch",
-                                                                      "pythonrun.c",
-                                                                      "Modules/main.c",
-                                                                      "Objects/call.c",
-                                                                      "Objects/methodobject.c",
-                                                                      "pycore_ceval.h",
-                                                                      "ceval.c",
-                                                                      "cpython/abstract.h"};
-  // Frameworks and libraries, which a user calls but does not change: installed packages, the
-  // standard library, shared objects (unsymbolized C++), the allocators' own C++ namespaces.
-  static constexpr std::array<std::string_view, 6> kLibraryFiles = {
-      "/site-packages/", "/dist-packages/", "/lib/python3", "/lib64/python3", ".so.", "<frozen "};
-  static constexpr std::array<std::string_view, 5> kLibraryNamespaces = {
-      "memscope::", "c10::", "at::", "torch::", "std::"};
-  const bool library_namespace =
-      std::any_of(kLibraryNamespaces.begin(), kLibraryNamespaces.end(),
-                  [&](std::string_view ns) { return frame.name.starts_with(ns); });
-  if (frame.name == "_start" || library_namespace || contains_any(frame.name, kInternalNames)) {
-    return true;
-  }
-  const bool windows = frame.filename.find('\\') != std::string::npos;
-  const std::string converted = windows ? forward_slashes(frame.filename) : std::string();
-  const std::string_view file = windows ? std::string_view(converted) : frame.filename;
-  return file.ends_with(".so") || contains_any(file, kInternalFiles) ||
-         contains_any(file, kLibraryFiles);
-}
-
 std::string ReplaySite::where() const {
-  if (frame.filename.empty() && frame.name.empty()) return "<no frames>";
-  const std::string file = forward_slashes(frame.filename);
-  const std::size_t slash = file.rfind('/');
-  std::string out = slash == std::string::npos ? file : file.substr(slash + 1);
+  const bool no_frames = frame.filename.empty() && frame.name.empty();
+  if (no_frames) {
+    return origin == SiteOrigin::traced ? "<no frames>" : "<allocated before recording>";
+  }
+  std::string out;
+  if (frame.filename != "??") {
+    const std::string file = forward_slashes(frame.filename);
+    const std::size_t slash = file.rfind('/');
+    out = slash == std::string::npos ? file : file.substr(slash + 1);
+  }
   if (frame.line > 0) out.append(":").append(std::to_string(frame.line));
   if (!frame.name.empty()) {
     if (!out.empty()) out.push_back(' ');
-    out.append(frame.name);
+    out.append(short_function(frame.name));
   }
-  return out;
+  if (origin != SiteOrigin::freed_in_trace) return capped(out, kSiteWidth);
+  static constexpr std::string_view kBefore = "freed at ";
+  static constexpr std::string_view kAfter = " (allocated before recording)";
+  return std::string(kBefore) + capped(out, kSiteWidth - kBefore.size() - kAfter.size()) +
+         std::string(kAfter);
 }
+
+namespace {
+
+// Groups a breakdown's stacks by their blamed frame and origin; the largest `top` first.
+// `blamed` caches each stack's frame (empty until looked up): a stack is judged once however
+// many breakdowns and allocations share it.
+using BlamedFrames = std::vector<std::optional<const TraceFrame*>>;
+
+void add_sites(const TorchSnapshot& snapshot, LiveBreakdown& live, std::size_t top,
+               BlamedFrames& blamed) {
+  std::map<std::tuple<std::string, std::int64_t, std::string, SiteOrigin>, ReplaySite> sites;
+  for (const StackBytes& s : live.stacks) {
+    const TraceFrame* found = nullptr;
+    if (s.stack < blamed.size()) {
+      if (!blamed[s.stack]) blamed[s.stack] = blamed_frame(snapshot.strings, s.stack);
+      found = *blamed[s.stack];
+    }
+    const TraceFrame frame = found != nullptr ? *found : TraceFrame{};
+    ReplaySite& site = sites[{frame.filename, frame.line, frame.name, s.origin}];
+    site.frame = frame;
+    site.origin = s.origin;
+    site.bytes += s.bytes;
+    site.count += s.count;
+  }
+  live.top_sites.clear();
+  for (auto& [key, site] : sites) live.top_sites.push_back(std::move(site));
+  std::stable_sort(live.top_sites.begin(), live.top_sites.end(),
+                   [](const ReplaySite& a, const ReplaySite& b) {
+                     return a.bytes != b.bytes ? a.bytes > b.bytes : a.count > b.count;
+                   });
+  if (live.top_sites.size() > top) live.top_sites.resize(top);
+}
+
+}  // namespace
 
 void explain_with_trace(const TorchSnapshot& snapshot, const ReplayPlan& plan, ReplayResult& result,
                         std::size_t top_sites) {
@@ -122,24 +151,9 @@ void explain_with_trace(const TorchSnapshot& snapshot, const ReplayPlan& plan, R
     m->tag = e.tag < snapshot.strings.tags.size() ? snapshot.strings.tags[e.tag] : std::string();
   }
 
-  // Group the peak's live stacks by their site; the largest first.
-  std::map<std::tuple<std::string, std::int64_t, std::string>, ReplaySite> sites;
-  std::vector<std::int8_t> plumbing(snapshot.strings.frames.size(), -1);
-  for (const StackBytes& s : result.live_at_peak) {
-    const TraceFrame* found = site_of(snapshot.strings, s.stack, plumbing);
-    const TraceFrame frame = found != nullptr ? *found : TraceFrame{};
-    ReplaySite& site = sites[{frame.filename, frame.line, frame.name}];
-    site.frame = frame;
-    site.bytes += s.bytes;
-    site.count += s.count;
-  }
-  result.top_sites.clear();
-  for (auto& [key, site] : sites) result.top_sites.push_back(std::move(site));
-  std::stable_sort(result.top_sites.begin(), result.top_sites.end(),
-                   [](const ReplaySite& a, const ReplaySite& b) {
-                     return a.bytes != b.bytes ? a.bytes > b.bytes : a.count > b.count;
-                   });
-  if (result.top_sites.size() > top_sites) result.top_sites.resize(top_sites);
+  BlamedFrames blamed(snapshot.strings.stacks.size());
+  add_sites(snapshot, result.at_peak_live, top_sites, blamed);
+  add_sites(snapshot, result.at_peak_reserved, top_sites, blamed);
 }
 
 ReplayResult replay_trace(const TorchSnapshot& snapshot, std::int64_t device,

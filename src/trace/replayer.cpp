@@ -122,38 +122,46 @@ void locate(const ReplayPlan& plan, ReplayMoment& m) {
   m.request = plan.ops[m.op].size;
 }
 
-// One pass over the plan: what was live after the peak op (by stack) and at the end.
+// What was live after op `end - 1`, by stack and origin, given which slots were freed by then.
+LiveBreakdown live_after(const ReplayPlan& plan, const LoopState& state,
+                         const std::vector<std::uint8_t>& freed, std::size_t end) {
+  std::unordered_map<std::uint64_t, StackBytes> by_stack;
+  for (std::size_t i = 0; i < end; ++i) {
+    const ReplayOp& op = plan.ops[i];
+    if (op.is_free || freed[op.slot] != 0 || state.pointers[op.slot] == nullptr) continue;
+    const SiteOrigin origin = origin_of(plan, i);
+    StackBytes& s = by_stack[(std::uint64_t{op.stack} << 2U) | static_cast<std::uint64_t>(origin)];
+    s.stack = op.stack;
+    s.origin = origin;
+    s.bytes += op.size;
+    ++s.count;
+  }
+  LiveBreakdown out;
+  for (auto& [key, s] : by_stack) {
+    out.bytes += s.bytes;
+    out.count += s.count;
+    out.stacks.push_back(s);
+  }
+  std::sort(out.stacks.begin(), out.stacks.end(), [](const StackBytes& a, const StackBytes& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.stack != b.stack ? a.stack < b.stack : a.origin < b.origin;
+  });
+  return out;
+}
+
+// One pass over the plan: what was live after the peak-live op and the reserved-peak op (by
+// stack), and at the end.
 void collect_live(const ReplayPlan& plan, const LoopState& state, ReplayResult& result,
                   bool keep_pointers) {
   std::vector<std::uint8_t> freed(plan.allocations, 0);
-  std::unordered_map<StackId, StackBytes> by_stack;
-  const std::size_t peak_op = result.peak.op;
-  const auto tally = [&](std::size_t end) {
-    for (std::size_t i = 0; i < end; ++i) {
-      const ReplayOp& op = plan.ops[i];
-      if (op.is_free || freed[op.slot] != 0 || state.pointers[op.slot] == nullptr) continue;
-      StackBytes& s = by_stack[op.stack];
-      s.stack = op.stack;
-      s.bytes += op.size;
-      ++s.count;
-    }
-  };
   for (std::size_t i = 0; i < state.ops_run; ++i) {
     const ReplayOp& op = plan.ops[i];
     if (op.is_free) freed[op.slot] = 1;
-    if (i == peak_op) tally(i + 1);
+    if (i == result.peak_live.op) result.at_peak_live = live_after(plan, state, freed, i + 1);
+    if (i == result.peak.op) result.at_peak_reserved = live_after(plan, state, freed, i + 1);
   }
-  for (auto& [stack, s] : by_stack) {
-    result.live_at_peak_bytes += s.bytes;
-    result.live_at_peak_count += s.count;
-    result.live_at_peak.push_back(s);
-  }
-  std::sort(result.live_at_peak.begin(), result.live_at_peak.end(),
-            [](const StackBytes& a, const StackBytes& b) {
-              return a.bytes != b.bytes ? a.bytes > b.bytes : a.stack < b.stack;
-            });
   if (result.peak.happened()) {
-    result.peak.live_bytes = static_cast<std::int64_t>(result.live_at_peak_bytes);
+    result.peak.live_bytes = static_cast<std::int64_t>(result.at_peak_reserved.bytes);
   }
   if (keep_pointers) {
     for (std::size_t slot = 0; slot < plan.allocations; ++slot) {
@@ -177,6 +185,7 @@ ReplayResult run(const ReplayPlan& given, CachingAllocator& allocator, Watch& wa
   result.device = plan->device;
   result.config = allocator.config().to_string();
   result.operations = plan->ops.size();
+  result.starting_blocks = plan->starting_blocks();
   if (record_series) result.series.reserve(plan->ops.size());
   const MemoryStats before = allocator.stats();
   PeakScope window = allocator.peak_scope();
@@ -228,6 +237,11 @@ struct NoWatchPeak : NoWatch {
 };
 
 }  // namespace
+
+SiteOrigin origin_of(const ReplayPlan& plan, std::size_t index) noexcept {
+  if (index >= plan.ops.size() || plan.ops[index].event != kBeforeTrace) return SiteOrigin::traced;
+  return index < plan.starting_frees ? SiteOrigin::freed_in_trace : SiteOrigin::before_recording;
+}
 
 ReplayResult replay(const ReplayPlan& plan, CachingAllocator& allocator, bool record_series) {
   NoWatchPeak watch;

@@ -1,5 +1,8 @@
 // read_trace_file(): tells a PyTorch snapshot pickle, a JSON snapshot and an RMM log apart by
 // their first bytes (never by the file name) and reads the file with the matching reader.
+#include <algorithm>
+#include <array>
+#include <cctype>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -25,6 +28,33 @@ bool is_space(char c) {
 bool starts_protocol0_pickle(char c) {
   constexpr std::string_view kFirst = "(]})NIJKLMFGSTUVXBCcid";
   return kFirst.find(c) != std::string_view::npos;
+}
+
+// The first line of text data, at most 60 bytes, for messages.
+std::string first_line(std::string_view data) {
+  const std::string_view line = data.substr(0, std::min(data.find('\n'), std::size_t{60}));
+  std::string out;
+  for (const char c : line) out += std::isprint(static_cast<unsigned char>(c)) != 0 ? c : '?';
+  return out;
+}
+
+// Python source (a script given where a trace belongs): its first line starts as Python's
+// usually do. A protocol-0 pickle starts with an opcode letter and its data, never a keyword
+// and a space, so no pickle is taken for source.
+bool looks_like_python(std::string_view data) {
+  static constexpr std::array<std::string_view, 9> kStarts = {
+      "#!", "# ", "import ", "from ", "def ", "class ", "\"\"\"", "'''", "@"};
+  return std::any_of(kStarts.begin(), kStarts.end(),
+                     [&](std::string_view s) { return data.starts_with(s); });
+}
+
+// Printable text in its first 4 KiB (UTF-8 bytes count as text).
+bool looks_like_text(std::string_view data) {
+  const std::string_view head = data.substr(0, 4096);
+  return std::all_of(head.begin(), head.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return (u >= 0x20 && u != 0x7F) || c == '\n' || c == '\r' || c == '\t';
+  });
 }
 
 }  // namespace
@@ -55,6 +85,10 @@ TorchSnapshot read_trace_file(const std::filesystem::path& path) {
 
 TorchSnapshot read_trace(std::string_view data, std::string_view source_name) {
   const std::string source(source_name);
+  if (looks_like_python(data)) {
+    throw TraceFormatError(source + ": not a trace: it looks like Python source (first line '" +
+                           first_line(data) + "'); " + kAccepted);
+  }
   switch (detect_trace_format(data)) {
     case TraceFormat::pickle:
       return read_torch_snapshot_pickle(data, source);  // no PickleValue: twice as fast
@@ -66,6 +100,10 @@ TorchSnapshot read_trace(std::string_view data, std::string_view source_name) {
       break;
   }
   if (data.empty()) throw TraceFormatError(source + ": the file is empty; " + kAccepted);
+  if (looks_like_text(data)) {
+    throw TraceFormatError(source + ": not a trace: it looks like text (first line '" +
+                           first_line(data) + "'); " + kAccepted);
+  }
   std::string first;
   for (const char c : std::string_view(data).substr(0, 8)) {
     static constexpr char kHex[] = "0123456789abcdef";
@@ -74,8 +112,10 @@ TorchSnapshot read_trace(std::string_view data, std::string_view source_name) {
     first += kHex[u >> 4];
     first += kHex[u & 15];
   }
-  throw TraceFormatError(source + ": not a trace format memscope knows (first bytes " + first +
-                         "); " + kAccepted);
+  throw TraceFormatError(source +
+                         ": not a trace: binary data of no format memscope knows (first "
+                         "bytes " +
+                         first + "); " + kAccepted);
 }
 
 }  // namespace memscope

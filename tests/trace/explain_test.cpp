@@ -89,25 +89,36 @@ TEST(Explain, ThePeakAndWhatWasLiveThere) {
   EXPECT_EQ(r.peak.live_bytes, static_cast<std::int64_t>(300 * MiB));
   EXPECT_EQ(r.peak_live.event, 3U);
   EXPECT_EQ(r.trace_start_us, 1000);
-  EXPECT_EQ(r.live_at_peak_bytes, 300 * MiB);
-  EXPECT_EQ(r.live_at_peak_count, 5U);
-  ASSERT_EQ(r.top_sites.size(), 4U);
-  EXPECT_EQ(r.top_sites[0].where(), "model.py:10 forward");  // not torch's einsum
-  EXPECT_EQ(r.top_sites[0].bytes, 200 * MiB);
-  EXPECT_EQ(r.top_sites[0].count, 2U);
-  EXPECT_EQ(r.top_sites[1].where(), "model.py:20 backward_hook");
-  EXPECT_EQ(r.top_sites[2].where(), "<no frames>");
-  EXPECT_EQ(r.top_sites[2].bytes, 30 * MiB);
-  EXPECT_EQ(r.top_sites[3].where(), "train.py:5 main");  // the starting block's stack
-  EXPECT_EQ(r.top_sites[3].frame.filename, "/home/u/train.py");
+  const LiveBreakdown& live = r.at_peak_reserved;
+  EXPECT_EQ(live.bytes, 300 * MiB);
+  EXPECT_EQ(live.count, 5U);
+  ASSERT_EQ(live.top_sites.size(), 4U);
+  EXPECT_EQ(live.top_sites[0].where(), "model.py:10 forward");  // not torch's einsum
+  EXPECT_EQ(live.top_sites[0].bytes, 200 * MiB);
+  EXPECT_EQ(live.top_sites[0].count, 2U);
+  EXPECT_EQ(live.top_sites[1].where(), "model.py:20 backward_hook");
+  EXPECT_EQ(live.top_sites[2].where(), "<no frames>");
+  EXPECT_EQ(live.top_sites[2].bytes, 30 * MiB);
+  EXPECT_EQ(live.top_sites[3].where(), "train.py:5 main");  // the starting block's stack
+  EXPECT_EQ(live.top_sites[3].frame.filename, "/home/u/train.py");
+  EXPECT_EQ(live.top_sites[3].origin, SiteOrigin::before_recording);
+  // Both peaks are the same moment here: one breakdown, labelled both.
+  EXPECT_EQ(r.at_peak_live.bytes, live.bytes);
+  EXPECT_EQ(r.at_peak_live.top_sites.size(), live.top_sites.size());
 
   const std::string text = r.explain();
   EXPECT_NE(text.find("at event 3 (t+0.003 s, stage 'backward')"), std::string::npos) << text;
   EXPECT_NE(text.find("model.py:10 forward"), std::string::npos) << text;
   EXPECT_NE(text.find("300.00 MiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("live at peak live and peak reserved, event 3 "), std::string::npos) << text;
+  EXPECT_NE(text.find("7 allocations and frees after 1 blocks live when recording began"),
+            std::string::npos)
+      << text;
 
   options.top_sites = 2;
-  EXPECT_EQ(replay_trace(s, 0, options).top_sites.size(), 2U);
+  const ReplayResult two = replay_trace(s, 0, options);
+  EXPECT_EQ(two.at_peak_reserved.top_sites.size(), 2U);
+  EXPECT_EQ(two.at_peak_live.top_sites.size(), 2U);
 }
 
 TEST(Explain, AStackOfLibraryCodeOnlyIsBlamedOnItsInnermostLibraryFrame) {
@@ -123,9 +134,9 @@ TEST(Explain, AStackOfLibraryCodeOnlyIsBlamedOnItsInnermostLibraryFrame) {
   const ReplayResult r = replay_trace(s, 0, options);
   EXPECT_EQ(r.peak.event, 10U);
   EXPECT_EQ(r.peak.tag, "");
-  ASSERT_FALSE(r.top_sites.empty());
-  EXPECT_EQ(r.top_sites[0].where(), "_tensor.py:5 backward");
-  EXPECT_EQ(r.top_sites[0].bytes, 920 * MiB);  // 900 + the 20 MiB of event 7
+  ASSERT_FALSE(r.at_peak_reserved.top_sites.empty());
+  EXPECT_EQ(r.at_peak_reserved.top_sites[0].where(), "_tensor.py:5 backward");
+  EXPECT_EQ(r.at_peak_reserved.top_sites[0].bytes, 920 * MiB);  // 900 + the 20 MiB of event 7
 }
 
 TEST(Explain, FrameFilter) {
@@ -142,6 +153,145 @@ TEST(Explain, FrameFilter) {
   EXPECT_FALSE(is_plumbing_frame({"/home/u/train.py", 3, "on_train_start"}));
   EXPECT_FALSE(is_plumbing_frame({"/home/u/solver.py", 3, "format_at"}));
   EXPECT_FALSE(is_plumbing_frame({"/home/u/app", 0, "main"}));
+}
+
+// Frames as PyTorch records them with stacks="all" (C++ frames on), from the corpus.
+TEST(Explain, FrameKinds) {
+  using K = FrameKind;
+  EXPECT_EQ(classify_frame({"??", 0, "PyCMethod_New"}), K::internal);
+  EXPECT_EQ(classify_frame({"??", 0, "pthread_condattr_setpshared"}), K::internal);
+  EXPECT_EQ(classify_frame({"??", 0, "PyDescr_IsData"}), K::internal);
+  EXPECT_EQ(classify_frame({"python_variable_methods.cpp", 0,
+                            "_object* torch::autograd::TypeError_to_NotImplemented_<&torch::"
+                            "autograd::THPVariable_mul>(_object*, _object*, _object*)"}),
+            K::internal);
+  EXPECT_EQ(classify_frame({"", 0, "c10::cuda::CUDACachingAllocator::Native::malloc()"}),
+            K::internal);
+  EXPECT_EQ(classify_frame(
+                {"/usr/local/src/conda/python-3.12.3/Objects/call.c", 240, "_PyObject_MakeTpCall"}),
+            K::internal);
+  EXPECT_EQ(classify_frame({"<frozen runpy>", 88, "_run_code"}), K::internal);
+  EXPECT_EQ(classify_frame({"thread48.o", 0, "execute_native_thread_routine"}), K::internal);
+  EXPECT_EQ(classify_frame({"/tmp/torchinductor_u/gm/cgm4.py", 54, "call"}), K::library);
+  EXPECT_EQ(classify_frame({"/home/u/pytorch/torch/_dynamo/eval_frame.py", 1, "_fn"}), K::library);
+  EXPECT_EQ(classify_frame({"C:\\Users\\Z\\AppData\\Roaming\\uv\\python\\cpython-3.10.19-windows-"
+                            "x86_64-none\\lib\\copy.py",
+                            153, "deepcopy"}),
+            K::library);
+  EXPECT_EQ(classify_frame({"/home/u/cs336_basics/model.py", 101, "forward"}), K::user);
+  // A Python function may have a C-like name; compiled code of a native program is its own.
+  EXPECT_EQ(classify_frame({"/home/u/train.py", 3, "PyTorch_step"}), K::user);
+  EXPECT_EQ(classify_frame({"/home/u/src/train.cpp", 42, "train_step()"}, false), K::user);
+  EXPECT_EQ(classify_frame({"/home/u/src/train.cpp", 42, "train_step()"}, true), K::internal);
+  EXPECT_EQ(classify_frame({"./nptl/pthread_create.c", 442, "start_thread"}, false), K::internal);
+}
+
+// The shape of the corpus's stacks: C++ frames, then the interpreter, then the user's Python
+// interleaved with more interpreter frames; and the autograd engine's, with no Python at all.
+TEST(Explain, BlamedFrameSkipsThePlumbingOfRecordedCppStacks) {
+  TraceStrings strings;
+  const StackId forward = strings.intern_stack(
+      {{"??", 0, "torch::unwind::unwind()"},
+       {"CUDACachingAllocator.cpp", 0, "c10::cuda::CUDACachingAllocator::Native::malloc()"},
+       {"python_torch_functions_2.cpp", 0, "torch::autograd::THPVariable_exp(_object*)"},
+       {"??", 0, "PyCMethod_New"},
+       {"??", 0, "_PyObject_MakeTpCall"},
+       {"/venv/lib/python3.12/site-packages/torch/functional.py", 407, "einsum"},
+       {"/home/u/cs336_basics/nn_utils.py", 13, "log_softmax"},
+       {"??", 0, "_start"},
+       {"/home/u/cs336_basics/nn_utils.py", 17, "cross_entropy"}});
+  const StackId engine = strings.intern_stack(
+      {{"??", 0, "torch::unwind::unwind()"},
+       {"??", 0, "at::_ops::empty_strided::call(c10::ArrayRef<long>)"},
+       {"??", 0, "at::_ops::mul_Tensor::call(at::Tensor const&, at::Tensor const&)"},
+       {"??", 0,
+        "torch::autograd::generated::MulBackward0::apply(std::vector<at::Tensor, "
+        "std::allocator<at::Tensor> >&&)"},
+       {"??", 0, "torch::autograd::Engine::thread_main()"},
+       {"thread48.o", 0, "execute_native_thread_routine"},
+       {"??", 0, "__clone"}});
+  const StackId library = strings.intern_stack(
+      {{"??", 0, "PyCMethod_New"},
+       {"/venv/lib/python3.12/site-packages/torch/optim/adamw.py", 5, "_multi_tensor_adamw"},
+       {"/venv/lib/python3.12/site-packages/torch/optim/optimizer.py", 9, "wrapper"}});
+  const StackId only_unknown =
+      strings.intern_stack({{"??", 0, "torch::unwind::unwind()"}, {"??", 0, "foo"}});
+  ASSERT_NE(blamed_frame(strings, forward), nullptr);
+  EXPECT_EQ(blamed_frame(strings, forward)->name, "log_softmax");
+  ReplaySite site;
+  site.frame = *blamed_frame(strings, engine);
+  EXPECT_EQ(site.where(), "torch::autograd::generated::MulBackward0::apply");
+  EXPECT_EQ(blamed_frame(strings, library)->name, "_multi_tensor_adamw");
+  EXPECT_EQ(blamed_frame(strings, only_unknown)->name, "foo");
+  EXPECT_EQ(blamed_frame(strings, 0), nullptr);
+  EXPECT_EQ(blamed_frame(strings, 999), nullptr);
+}
+
+TEST(Explain, SiteNamesAreShortAndCapped) {
+  ReplaySite site;
+  site.frame = {"RegisterCUDA_0.cpp", 0,
+                "at::(anonymous namespace)::(anonymous namespace)::wrapper_CUDA__empty_strided("
+                "c10::ArrayRef<c10::SymInt>, c10::ArrayRef<c10::SymInt>) const [clone .isra.0]"};
+  EXPECT_EQ(site.where(), "RegisterCUDA_0.cpp at::wrapper_CUDA__empty_strided");
+  // A 200-character template name: its start and end kept around "..." in the middle.
+  site.frame = {"python_variable_methods.cpp", 0,
+                "_object* torch::autograd::TypeError_to_NotImplemented_<" + std::string(150, 'x') +
+                    "_tail>(_object*, _object*)"};
+  const std::string where = site.where();
+  EXPECT_EQ(where.size(), kSiteWidth) << where;
+  EXPECT_TRUE(where.starts_with("python_variable_methods.cpp _object* torch::")) << where;
+  EXPECT_TRUE(where.ends_with("x_tail>")) << where;
+  EXPECT_NE(where.find("..."), std::string::npos) << where;
+  // Cut on code points: never inside a UTF-8 sequence.
+  std::string utf8;
+  for (int i = 0; i < 60; ++i) utf8 += "\xC3\xA9";  // é
+  site.frame = {"/home/u/" + std::string(40, 'a') + ".py", 1, "f_" + utf8};
+  const std::string cut = site.where();
+  std::size_t points = 0;
+  for (const char c : cut) points += (static_cast<unsigned char>(c) & 0xC0U) != 0x80U ? 1 : 0;
+  EXPECT_EQ(points, kSiteWidth);
+  EXPECT_TRUE(cut.ends_with("\xC3\xA9")) << cut;
+  // Blocks from before recording say so, by the stack of their free when there is one.
+  site.frame = {};
+  site.origin = SiteOrigin::before_recording;
+  EXPECT_EQ(site.where(), "<allocated before recording>");
+  site.origin = SiteOrigin::freed_in_trace;
+  EXPECT_EQ(site.where(), "<allocated before recording>");
+  site.frame = {"/home/u/model.py", 41, "forward"};
+  EXPECT_EQ(site.where(), "freed at model.py:41 forward (allocated before recording)");
+  site.frame = {"??", 0, "torch::autograd::generated::MulBackward0::apply()"};
+  site.origin = SiteOrigin::traced;
+  EXPECT_EQ(site.where(), "torch::autograd::generated::MulBackward0::apply");
+}
+
+// Issue 27: a trace whose live bytes peak after its reserved bytes did showed the breakdown of
+// the reserved peak (4 MiB) as "live at the peak" (18 MiB).
+TEST(Explain, LiveIsBrokenDownAtPeakLiveAndAtPeakReserved) {
+  TorchSnapshot s;
+  const StackId small = s.strings.intern_stack({{"/home/u/model.py", 1, "small"}});
+  const StackId large = s.strings.intern_stack({{"/home/u/model.py", 2, "large"}});
+  auto& t = s.device_traces.emplace_back();
+  // 4 MiB takes a 20 MiB segment; 14 MiB fits in its rest, so reserved peaks at event 0 and
+  // live at event 1.
+  t.push_back(ev(TraceAction::alloc, kBase, 4 * MiB, 10, small));
+  t.push_back(ev(TraceAction::alloc, kBase + 4 * MiB, 14 * MiB, 20, large));
+  const ReplayResult r = replay_trace(s);
+  EXPECT_EQ(r.peak_reserved, static_cast<std::int64_t>(20 * MiB));
+  EXPECT_EQ(r.peak.event, 0U);
+  EXPECT_EQ(r.peak_live.event, 1U);
+  EXPECT_EQ(r.at_peak_reserved.bytes, 4 * MiB);
+  EXPECT_EQ(r.at_peak_live.bytes, 18 * MiB);
+  ASSERT_EQ(r.at_peak_live.top_sites.size(), 2U);
+  EXPECT_EQ(r.at_peak_live.top_sites[0].where(), "model.py:2 large");
+  ASSERT_EQ(r.at_peak_reserved.top_sites.size(), 1U);
+  EXPECT_EQ(r.at_peak_reserved.top_sites[0].where(), "model.py:1 small");
+  const std::string text = r.explain();
+  EXPECT_NE(text.find("live at peak live, event 1 (t+0.000 s): 18.00 MiB in 2 allocations"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("live at peak reserved, event 0 (t+0.000 s): 4.00 MiB in 1 allocations"),
+            std::string::npos)
+      << text;
 }
 
 // RMM logs have no segments: the starting live set comes from frees alone.
@@ -164,9 +314,13 @@ TEST(Explain, ATraceWithoutSegments) {
   EXPECT_EQ(r.peak_requested, static_cast<std::int64_t>(96 * MiB));
   EXPECT_EQ(r.peak_live.event, 0U);
   EXPECT_EQ(r.peak.event, 0U);
-  EXPECT_EQ(r.live_at_peak_count, 2U);
-  ASSERT_EQ(r.top_sites.size(), 1U);
-  EXPECT_EQ(r.top_sites[0].where(), "<no frames>");
+  EXPECT_EQ(r.at_peak_reserved.count, 2U);
+  // The block live before the log was freed with no stack either: said to be from before.
+  const std::vector<ReplaySite>& sites = r.at_peak_reserved.top_sites;
+  ASSERT_EQ(sites.size(), 2U);
+  EXPECT_EQ(sites[0].where(), "<allocated before recording>");
+  EXPECT_EQ(sites[0].bytes, 64 * MiB);
+  EXPECT_EQ(sites[1].where(), "<no frames>");
 }
 
 // The same through RMM's own log format (read_rmm_log), with a recorded failed allocation.
@@ -239,7 +393,7 @@ TEST(Explain, SettingsSideBySide) {
     EXPECT_EQ(row.replay.peak_requested, static_cast<std::int64_t>(300 * MiB));
     ASSERT_TRUE(row.fit.has_value());
     EXPECT_TRUE(row.fit->fits);
-    EXPECT_FALSE(row.replay.top_sites.empty());
+    EXPECT_FALSE(row.replay.at_peak_reserved.top_sites.empty());
   }
   for (std::size_t i = 0; i < c.rows.size(); ++i) {  // rows run in parallel: same results
     ReplayOptions o;
@@ -378,14 +532,16 @@ TEST(Replay, HandBuiltPlansReplayAsLinkedOnes) {
     EXPECT_EQ(a.peak_requested, b.peak_requested);
     EXPECT_EQ(a.peak.op, b.peak.op);
     EXPECT_EQ(a.peak_live.op, b.peak_live.op);
-    EXPECT_EQ(a.live_at_peak_bytes, b.live_at_peak_bytes);
+    EXPECT_EQ(a.at_peak_reserved.bytes, b.at_peak_reserved.bytes);
+    EXPECT_EQ(a.at_peak_live.bytes, b.at_peak_live.bytes);
     // The located peak is where the series first reaches it.
     ASSERT_TRUE(a.peak.happened());
     EXPECT_EQ(a.series[a.peak.op].reserved_bytes, a.peak_reserved);
     if (a.peak.op > 0) {
       EXPECT_LT(a.series[a.peak.op - 1].reserved_bytes, a.peak_reserved);
     }
-    EXPECT_EQ(a.series[a.peak.op].requested_bytes, static_cast<std::int64_t>(a.live_at_peak_bytes));
+    EXPECT_EQ(a.series[a.peak.op].requested_bytes,
+              static_cast<std::int64_t>(a.at_peak_reserved.bytes));
     EXPECT_EQ(a.series[a.peak_live.op].requested_bytes, a.peak_requested);
   }
 }
@@ -407,13 +563,17 @@ TEST(RealTraceExplained, KnownPeaksAndTheirPlace) {
   ASSERT_TRUE(r.peak.happened());
   EXPECT_EQ(r.series[r.peak.op].reserved_bytes, r.peak_reserved);
   EXPECT_LT(r.series[r.peak.op - 1].reserved_bytes, r.peak_reserved);
-  EXPECT_EQ(r.series[r.peak.op].requested_bytes, static_cast<std::int64_t>(r.live_at_peak_bytes));
+  EXPECT_EQ(r.series[r.peak.op].requested_bytes,
+            static_cast<std::int64_t>(r.at_peak_reserved.bytes));
+  EXPECT_EQ(r.series[r.peak_live.op].requested_bytes,
+            static_cast<std::int64_t>(r.at_peak_live.bytes));
+  EXPECT_EQ(r.at_peak_live.bytes, static_cast<std::size_t>(r.peak_requested));
   EXPECT_EQ(r.peak.event, plan.ops[r.peak.op].event);
   EXPECT_NE(r.peak.time_us, 0);
   std::size_t site_bytes = 0;
-  for (const ReplaySite& site : r.top_sites) site_bytes += site.bytes;
-  EXPECT_LE(site_bytes, r.live_at_peak_bytes);
-  EXPECT_LE(r.top_sites.size(), 10U);
+  for (const ReplaySite& site : r.at_peak_reserved.top_sites) site_bytes += site.bytes;
+  EXPECT_LE(site_bytes, r.at_peak_reserved.bytes);
+  EXPECT_LE(r.at_peak_reserved.top_sites.size(), 10U);
   RecordProperty("explain", r.explain());
   std::printf("%s", r.explain().c_str());
 

@@ -359,10 +359,23 @@ TEST_F(TraceFiles, UnknownOrUnreadableFilesSayWhatIsAccepted) {
                                 "\x7f"
                                 "ELF\x02\x01"));
   });
-  EXPECT_CONTAINS(unknown, "x.bin: not a trace format memscope knows (first bytes 7f 45 4c 46");
+  EXPECT_CONTAINS(unknown,
+                  "x.bin: not a trace: binary data of no format memscope knows (first "
+                  "bytes 7f 45 4c 46");
   EXPECT_CONTAINS(unknown, "PyTorch memory snapshot pickle");
   EXPECT_CONTAINS(unknown, "JSON snapshot");
   EXPECT_CONTAINS(unknown, "Thread,Time,Action,Pointer,Size,Stream");
+  // A script given for a trace: 'i', 'd' and 'c' are pickle opcodes, so these were read as
+  // protocol-0 pickles and refused for an opcode.
+  for (const char* script : {"import torch\nx = 1\n", "def main():\n  pass\n", "class M:\n  pass\n",
+                             "#!/usr/bin/env python3\n"}) {
+    const std::string message =
+        format_error([&] { (void)read_trace_file(write("some.py", script)); });
+    EXPECT_CONTAINS(message, "some.py: not a trace: it looks like Python source (first line '");
+    EXPECT_CONTAINS(message, "PyTorch memory snapshot pickle");
+  }
+  EXPECT_CONTAINS(format_error([&] { (void)read_trace_file(write("notes.txt", "hello\n")); }),
+                  "notes.txt: not a trace: it looks like text (first line 'hello')");
   EXPECT_CONTAINS(format_error([&] { (void)read_trace_file(write("e", "")); }),
                   "the file is empty");
   EXPECT_CONTAINS(format_error([&] { (void)read_trace_file(dir_ / "missing.pickle"); }),

@@ -37,21 +37,24 @@ struct TraceFigures {
 
 // Live requested bytes per stack after op `last` (inclusive) of the plan.
 std::vector<StackBytes> live_stacks(const ReplayPlan& plan, std::size_t last) {
-  std::unordered_map<std::uint64_t, const ReplayOp*> live;  // slot (or address) -> alloc op
+  std::unordered_map<std::uint64_t, std::size_t> live;  // slot (or address) -> alloc op
   for (std::size_t i = 0; i <= last && i < plan.ops.size(); ++i) {
     const ReplayOp& op = plan.ops[i];
     const std::uint64_t key = plan.linked ? op.slot : op.addr;
     if (op.is_free) {
       live.erase(key);
     } else {
-      live[key] = &op;
+      live[key] = i;
     }
   }
-  std::unordered_map<StackId, StackBytes> by_stack;
-  for (const auto& [key, op] : live) {
-    StackBytes& s = by_stack[op->stack];
-    s.stack = op->stack;
-    s.bytes += op->size;
+  std::unordered_map<std::uint64_t, StackBytes> by_stack;  // by stack and origin
+  for (const auto& [key, i] : live) {
+    const ReplayOp& op = plan.ops[i];
+    const SiteOrigin origin = origin_of(plan, i);
+    StackBytes& s = by_stack[(std::uint64_t{op.stack} << 2U) | static_cast<std::uint64_t>(origin)];
+    s.stack = op.stack;
+    s.origin = origin;
+    s.bytes += op.size;
     ++s.count;
   }
   std::vector<StackBytes> out;
@@ -63,10 +66,10 @@ std::vector<StackBytes> live_stacks(const ReplayPlan& plan, std::size_t last) {
 std::map<std::string, std::size_t> by_site(const TorchSnapshot& snapshot, const ReplayPlan& plan,
                                            std::vector<StackBytes> stacks) {
   ReplayResult grouped;
-  grouped.live_at_peak = std::move(stacks);
+  grouped.at_peak_live.stacks = std::move(stacks);
   explain_with_trace(snapshot, plan, grouped, std::numeric_limits<std::size_t>::max());
   std::map<std::string, std::size_t> out;
-  for (const ReplaySite& site : grouped.top_sites) out[site.where()] += site.bytes;
+  for (const ReplaySite& site : grouped.at_peak_live.top_sites) out[site.where()] += site.bytes;
   return out;
 }
 

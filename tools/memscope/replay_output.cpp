@@ -20,7 +20,9 @@ namespace {
 
 using Json = nlohmann::json;
 
-constexpr int kReplayFormatVersion = 1;
+// 2: "peak_live" (what was live at peak live) beside "peak" (at peak reserved), each with its
+// sites; the top-level top_sites are peak live's (version 1: peak reserved's).
+constexpr int kReplayFormatVersion = 2;
 
 std::string settings_name(const std::string& config) {
   return config.empty() ? std::string("default") : config;
@@ -57,6 +59,40 @@ Json fit_json(const std::optional<FitResult>& fit) {
               {"lower_bound", fit->lower_bound},
               {"max_capacity", fit->max_capacity},
               {"probes", std::move(probes)}};
+}
+
+const char* origin_name(SiteOrigin origin) {
+  switch (origin) {
+    case SiteOrigin::before_recording:
+      return "before_recording";
+    case SiteOrigin::freed_in_trace:
+      return "freed_in_trace";
+    case SiteOrigin::traced:
+      break;
+  }
+  return "traced";
+}
+
+// A peak and what was live there: "peak" (reserved) and "peak_live" of the JSON.
+Json moment_json(const ReplayMoment& m, const LiveBreakdown& live, std::int64_t start_us) {
+  if (!m.happened()) return nullptr;
+  Json sites = Json::array();
+  for (const ReplaySite& s : live.top_sites) {
+    sites.push_back(Json{{"where", s.where()},
+                         {"file", s.frame.filename},
+                         {"line", s.frame.line},
+                         {"function", s.frame.name},
+                         {"origin", origin_name(s.origin)},
+                         {"bytes", s.bytes},
+                         {"count", s.count}});
+  }
+  return Json{{"event", event_of(m)},
+              {"time_s", time_s(m, start_us)},
+              {"stage", m.tag},
+              {"reserved", m.reserved_bytes},
+              {"live", live.bytes},
+              {"live_count", live.count},
+              {"top_sites", std::move(sites)}};
 }
 
 Json row_json(const ComparisonRow& row) {
@@ -109,6 +145,44 @@ std::string bytes_text(const Json& object, const char* key, const std::string& w
   return format_bytes(int_field(object, key, where, source));
 }
 
+// The sites of a saved replay ("top_sites" of a moment, or of a version 1 file).
+std::string saved_sites_text(const Json& sites, const std::string& where_prefix,
+                             const std::string& source) {
+  if (!sites.is_array() || sites.empty()) return {};
+  TextTable top({{"site"}, {"live", true}, {"allocations", true}});
+  for (std::size_t i = 0; i < sites.size(); ++i) {
+    const std::string where = fmt::format("{}[{}].", where_prefix, i);
+    const Json& w = field(sites[i], "where", where, source);
+    top.add_row({w.is_string() ? w.get<std::string>() : w.dump(),
+                 bytes_text(sites[i], "bytes", where, source),
+                 std::to_string(int_field(sites[i], "count", where, source))});
+  }
+  return top.render(2);
+}
+
+// "peak live 12.97 GiB at event 1255 (t+0.120 s), stage 'fwd'; live there 12.97 GiB" and its
+// sites (version 2; version 1 kept the live bytes as live_at_peak and its sites top-level).
+std::string saved_moment_text(const char* label, const Json& moment, const std::string& prefix,
+                              const std::string& source, bool version_1) {
+  if (!moment.is_object()) return {};
+  const Json& t = field(moment, "time_s", prefix, source);
+  const Json& stage = field(moment, "stage", prefix, source);
+  const Json& event = field(moment, "event", prefix, source);
+  std::string out =
+      fmt::format("\n{} at {}{}{}: live there {}{}\n", label,
+                  event.is_number() ? "event " + event.dump() : "the starting live set",
+                  t.is_number() ? fmt::format(" (t+{:.3f} s)", t.get<double>()) : "",
+                  stage.is_string() && !stage.get<std::string>().empty()
+                      ? ", stage '" + stage.get<std::string>() + "'"
+                      : "",
+                  bytes_text(moment, version_1 ? "live_at_peak" : "live", prefix, source),
+                  fmt::format(", reserved {}", bytes_text(moment, "reserved", prefix, source)));
+  if (!version_1)
+    out +=
+        saved_sites_text(field(moment, "top_sites", prefix, source), prefix + "top_sites", source);
+  return out;
+}
+
 }  // namespace
 
 std::string replay_verdict(const ReplayOutcome& outcome) {
@@ -135,8 +209,7 @@ std::string replay_verdict(const ReplayOutcome& outcome) {
 }
 
 std::string replay_text(const ReplayOutcome& outcome) {
-  std::string out = fmt::format("trace {}: device {}, {} events\n", outcome.trace.string(),
-                                outcome.device, outcome.plan.traced_ops);
+  std::string out = fmt::format("trace {}: device {}\n", outcome.trace.string(), outcome.device);
   out += outcome.first.explain();
   if (outcome.rows.size() > 1) {
     Comparison comparison;
@@ -205,25 +278,8 @@ Json replay_json(const ReplayOutcome& outcome, const Report& report) {
   const ReplayResult& r = outcome.first;
   Json rows = Json::array();
   for (const ComparisonRow& row : outcome.rows) rows.push_back(row_json(row));
-  Json sites = Json::array();
-  for (const ReplaySite& s : r.top_sites) {
-    sites.push_back(Json{{"where", s.where()},
-                         {"file", s.frame.filename},
-                         {"line", s.frame.line},
-                         {"function", s.frame.name},
-                         {"bytes", s.bytes},
-                         {"count", s.count}});
-  }
-  Json peak = nullptr;
-  if (r.peak.happened()) {
-    peak = Json{{"event", event_of(r.peak)},
-                {"time_s", time_s(r.peak, r.trace_start_us)},
-                {"stage", r.peak.tag},
-                {"reserved", r.peak.reserved_bytes},
-                {"live", r.peak.live_bytes},
-                {"live_at_peak", r.live_at_peak_bytes},
-                {"live_at_peak_count", r.live_at_peak_count}};
-  }
+  const Json peak = moment_json(r.peak, r.at_peak_reserved, r.trace_start_us);
+  const Json peak_live = moment_json(r.peak_live, r.at_peak_live, r.trace_start_us);
   return Json{{"format", "memscope-replay"},
               {"version", kReplayFormatVersion},
               {"trace", outcome.trace.string()},
@@ -233,8 +289,9 @@ Json replay_json(const ReplayOutcome& outcome, const Report& report) {
               {"fits", outcome.capacity_given ? Json(outcome.fits()) : Json(nullptr)},
               {"operations", r.operations},
               {"rows", std::move(rows)},
-              {"peak", std::move(peak)},
-              {"top_sites", std::move(sites)},
+              {"peak", peak},
+              {"peak_live", peak_live},
+              {"top_sites", peak_live.is_object() ? peak_live["top_sites"] : Json::array()},
               {"report", stored_report(report)}};
 }
 
@@ -282,31 +339,17 @@ std::string replay_json_text(const Json& json, const std::string& source) {
                    std::to_string(int_field(row, "ooms", where, source)), fits_on});
   }
   out += table.render();
+  // Version 1 has "peak" only (its sites top-level); version 2 both moments, each with its sites.
   const Json& peak = field(json, "peak", "", source);
-  if (peak.is_object()) {
-    const Json& t = field(peak, "time_s", "peak.", source);
-    const Json& stage = field(peak, "stage", "peak.", source);
-    const Json& event = field(peak, "event", "peak.", source);
-    out += fmt::format("\npeak reserved {} at {}{}{}; live there {}\n",
-                       bytes_text(peak, "reserved", "peak.", source),
-                       event.is_number() ? "event " + event.dump() : "the starting live set",
-                       t.is_number() ? fmt::format(" (t+{:.3f} s)", t.get<double>()) : "",
-                       stage.is_string() && !stage.get<std::string>().empty()
-                           ? ", stage '" + stage.get<std::string>() + "'"
-                           : "",
-                       bytes_text(peak, "live_at_peak", "peak.", source));
-  }
-  const Json& sites = field(json, "top_sites", "", source);
-  if (sites.is_array() && !sites.empty()) {
-    TextTable top({{"site"}, {"live at peak", true}, {"allocations", true}});
-    for (std::size_t i = 0; i < sites.size(); ++i) {
-      const std::string where = fmt::format("top_sites[{}].", i);
-      const Json& w = field(sites[i], "where", where, source);
-      top.add_row({w.is_string() ? w.get<std::string>() : w.dump(),
-                   bytes_text(sites[i], "bytes", where, source),
-                   std::to_string(int_field(sites[i], "count", where, source))});
+  if (version >= 2) {
+    const Json& peak_live = field(json, "peak_live", "", source);
+    out += saved_moment_text("peak live", peak_live, "peak_live.", source, false);
+    out += saved_moment_text("peak reserved", peak, "peak.", source, false);
+  } else {
+    out += saved_moment_text("peak reserved", peak, "peak.", source, true);
+    if (peak.is_object()) {
+      out += saved_sites_text(field(json, "top_sites", "", source), "top_sites", source);
     }
-    out += "\ntop sites at the peak:\n" + top.render(2);
   }
   const Json& fits = field(json, "fits", "", source);
   if (fits.is_boolean()) {

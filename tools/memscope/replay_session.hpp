@@ -58,7 +58,8 @@ struct ReplayOutcome {
   [[nodiscard]] std::size_t smallest_fit_row() const noexcept;
 };
 
-// Size options as people write them ("24GiB", "80G"); UsageFailure naming `option` otherwise.
+// Size options as people write them ("24GiB", "80GB"); UsageFailure naming `option` otherwise,
+// also for a number without a unit ("24": parse_size_with_unit()).
 [[nodiscard]] std::size_t parse_size_option(const std::string& text, const std::string& option);
 
 [[nodiscard]] ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress);

@@ -63,23 +63,42 @@ std::string percent_ratio(double ratio) {
   return fmt::format("{:.3f}", ratio);
 }
 
-// The code to blame for a stack: its innermost frame of user code, else its innermost frame.
-std::string where_of(const TorchSnapshot& snapshot, StackId stack,
-                     std::unordered_map<StackId, std::string>& cache) {
-  const auto it = cache.find(stack);
-  if (it != cache.end()) return it->second;
-  const std::vector<TraceFrame> frames = snapshot.strings.stack_frames(stack);
+// The code to blame for an op's stack, as the sites tables name it (blamed_frame()).
+std::string where_of(const TorchSnapshot& snapshot, const ReplayOp& op, std::size_t index,
+                     const ReplayPlan& plan,
+                     std::unordered_map<StackId, const TraceFrame*>& cache) {
+  auto it = cache.find(op.stack);
+  if (it == cache.end())
+    it = cache.emplace(op.stack, blamed_frame(snapshot.strings, op.stack)).first;
   ReplaySite site;
-  if (!frames.empty()) {
-    site.frame = frames.front();
-    for (const TraceFrame& f : frames) {
-      if (!is_plumbing_frame(f)) {
-        site.frame = f;
-        break;
-      }
-    }
+  if (it->second != nullptr) site.frame = *it->second;
+  site.origin = origin_of(plan, index);
+  return site.where();
+}
+
+// "event 1,402 (0.138 s)", or the starting live set: the numbering of the text report.
+std::string moment_label(const ReplayMoment& m, const Clock& clock) {
+  if (m.event == kBeforeTrace) return "the starting live set";
+  std::string out = "event " + format_count(m.event);
+  if (clock.has_time) out += fmt::format(" ({:.3f} s)", clock.at(m.event));
+  if (!m.tag.empty()) out += ", stage " + m.tag;
+  return out;
+}
+
+// One table of what was live at a moment, by site.
+Table sites_table(const std::string& title, const ReplayMoment& m, const LiveBreakdown& live,
+                  const Clock& clock) {
+  Table sites{title + " (" + moment_label(m, clock) + "), by site",
+              {"where", "bytes", "count"},
+              {false, true, true},
+              {},
+              fmt::format("{} live in {} allocations; each stack is blamed on its innermost "
+                          "frame of user code (docs/traces.md)",
+                          format_size(live.bytes), format_count(live.count))};
+  for (const ReplaySite& s : live.top_sites) {
+    sites.rows.push_back({s.where(), format_size(s.bytes), format_count(s.count)});
   }
-  return cache.emplace(stack, frames.empty() ? std::string() : site.where()).first->second;
+  return sites;
 }
 
 void add_bands(const TorchSnapshot& snapshot, const Clock& clock, Report& report) {
@@ -139,6 +158,9 @@ SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) 
       alloc_of[op.slot] = &op;
     }
   }
+  const auto index_of = [&](const ReplayOp* op) {
+    return static_cast<std::size_t>(op - upto.ops.data());
+  };
   std::vector<const ReplayOp*> live;
   for (std::size_t slot = 0; slot < plan.allocations; ++slot) {
     if (alloc_of[slot] != nullptr && freed[slot] == 0) live.push_back(alloc_of[slot]);
@@ -150,11 +172,9 @@ SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) 
     }
   }
 
-  std::unordered_map<StackId, std::string> where_cache;
+  std::unordered_map<StackId, const TraceFrame*> where_cache;
   SegmentMap map;
-  map.title = fmt::format("Segments at the peak (op {}, {})", result.peak.op,
-                          clock.has_time ? fmt::format("{:.3f} s", clock.at(result.peak.event))
-                                         : fmt::format("event {}", result.peak.event));
+  map.title = "Segments at peak reserved (" + moment_label(result.peak, clock) + ")";
   for (const SegmentInfo& seg : snapshot.segments) {
     SegmentMap::Segment out;
     out.address = seg.address;
@@ -168,9 +188,8 @@ SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) 
         label += fmt::format(" (requested {})", format_size(b.requested_size));
         const auto it = op_at.find(b.address);
         if (it != op_at.end()) {
-          const std::string where = where_of(*input.snapshot, it->second->stack, where_cache);
-          if (!where.empty()) label += ", " + where;
-          if (it->second->event == kBeforeTrace) label += ", live before the trace";
+          const ReplayOp& op = *it->second;
+          label += ", " + where_of(*input.snapshot, op, index_of(&op), plan, where_cache);
         }
       }
       out.blocks.push_back({b.address - seg.address, b.size, to_string(b.state), label});
@@ -212,8 +231,12 @@ Report report_of_replay(const ReplayReportInput& input) {
       {"segments (peak)", std::to_string(result.peak_segments)},
       {"device mallocs", std::to_string(result.num_device_alloc)},
       {"out-of-memory errors", std::to_string(result.num_ooms)},
-      {"operations", std::to_string(result.operations)},
+      {"allocations and frees", format_count(plan.traced_ops)},
   };
+  if (plan.starting_blocks() != 0) {
+    report.summary.emplace_back("blocks live when recording began",
+                                format_count(plan.starting_blocks()));
+  }
 
   // One point per op at its event's time; the starting live set at the first event's.
   const std::size_t n = std::min(result.series.size(), plan.ops.size());
@@ -239,10 +262,9 @@ Report report_of_replay(const ReplayReportInput& input) {
 
   if (result.peak.happened() && result.peak.op < plan.ops.size()) {
     const double t = clock.at(plan.ops[result.peak.op].event);
-    std::string label =
+    const std::string label =
         fmt::format("peak reserved {} at {}", format_bytes(result.peak_reserved),
-                    clock.has_time ? fmt::format("{:.3f} s", t) : fmt::format("event {}", t));
-    if (!result.peak.tag.empty()) label += fmt::format(" (stage {})", result.peak.tag);
+                    moment_label(result.peak, clock));
     report.peak = Marker{"reserved", t, static_cast<double>(result.peak_reserved), label};
     report.segment_map = segments_at_peak(input, clock);
     report.summary.emplace_back("segments at the peak",
@@ -258,17 +280,16 @@ Report report_of_replay(const ReplayReportInput& input) {
         result.num_ooms, format_size_exact(input.capacity)));
   }
 
-  Table sites{"Largest live allocations at the peak, by frame",
-              {"where", "bytes", "count"},
-              {false, true, true},
-              {},
-              fmt::format("{} live in {} allocations at the peak; each stack is blamed on its "
-                          "innermost frame of user code",
-                          format_size(result.live_at_peak_bytes), result.live_at_peak_count)};
-  for (const ReplaySite& s : result.top_sites) {
-    sites.rows.push_back({s.where(), format_size(s.bytes), std::to_string(s.count)});
+  if (result.peak_live.happened()) {
+    const bool same = result.peak_live.op == result.peak.op;
+    report.tables.push_back(
+        sites_table(same ? "Live at peak live and peak reserved" : "Live at peak live",
+                    result.peak_live, result.at_peak_live, clock));
+    if (!same && result.peak.happened()) {
+      report.tables.push_back(
+          sites_table("Live at peak reserved", result.peak, result.at_peak_reserved, clock));
+    }
   }
-  report.tables.push_back(std::move(sites));
 
   if (input.comparison != nullptr && !input.comparison->rows.empty()) {
     Table t{"Settings side by side",
@@ -284,18 +305,35 @@ Report report_of_replay(const ReplayReportInput& input) {
     }
     report.tables.push_back(std::move(t));
   }
-  if (input.fit != nullptr) {
-    const FitResult& fit = *input.fit;
-    report.summary.emplace_back("smallest device that fits", fit_text(fit));
+  // The capacities each setting's search tried, smallest first (the search's own order jumps
+  // about); one row per setting and capacity.
+  std::vector<std::pair<std::string, const FitResult*>> fits;
+  if (input.comparison != nullptr) {
+    for (const ComparisonRow& row : input.comparison->rows) {
+      if (row.fit) fits.emplace_back(row.replay.config, &*row.fit);
+    }
+  } else if (input.fit != nullptr) {
+    fits.emplace_back(result.config, input.fit);
+  }
+  if (input.fit != nullptr)
+    report.summary.emplace_back("smallest device that fits", fit_text(*input.fit));
+  if (!fits.empty()) {
+    const FitResult& first = *fits.front().second;
     Table t{"Would it fit: capacities tried",
-            {"capacity", "fits"},
-            {true, false},
+            {"settings", "capacity", "fits"},
+            {false, true, false},
             {},
-            fmt::format("bisection in steps of {}; nothing below the peak live bytes ({}) can "
-                        "fit",
-                        format_size_exact(fit.precision), format_size(fit.lower_bound))};
-    for (const auto& [capacity, fits] : fit.probes) {
-      t.rows.push_back({format_size_exact(capacity), fits ? "yes" : "no"});
+            fmt::format("bisection in steps of {}, per setting, smallest capacity first; nothing "
+                        "below the peak live bytes ({}) can fit",
+                        format_size_exact(first.precision), format_size(first.lower_bound))};
+    for (const auto& [config, fit] : fits) {
+      std::vector<std::pair<std::size_t, bool>> probes = fit->probes;
+      std::sort(probes.begin(), probes.end());
+      probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
+      for (const auto& [capacity, fitted] : probes) {
+        t.rows.push_back({config.empty() ? "(defaults)" : config, format_size_exact(capacity),
+                          fitted ? "yes" : "no"});
+      }
     }
     report.tables.push_back(std::move(t));
   }

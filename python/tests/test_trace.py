@@ -43,12 +43,19 @@ def test_replay_gives_the_known_peaks_and_where_they_are(real: memscope.Trace) -
     assert r.operations == 3671
     assert r.peak.event is not None and r.peak.time_us > 0
     assert r.peak.reserved_bytes == r.peak_reserved
-    assert r.peak.live_bytes == r.live_at_peak <= r.peak_live
-    assert r.live_peak.live_bytes == r.peak_live
-    assert 0 < len(r.top_sites) <= 10
-    sizes = [s.bytes for s in r.top_sites]
-    assert sizes == sorted(sizes, reverse=True)
-    assert sum(sizes) <= r.live_at_peak
+    # What was live is broken down at both peaks; the shortcuts are peak live's.
+    assert r.peak.live_bytes == r.at_peak_reserved.bytes <= r.peak_live
+    assert r.live_peak.live_bytes == r.peak_live == r.live_at_peak == r.at_peak_live.bytes
+    assert r.live_at_peak_count == r.at_peak_live.count > 0
+    assert [s.where for s in r.top_sites] == [s.where for s in r.at_peak_live.top_sites]
+    for live in (r.at_peak_live, r.at_peak_reserved):
+        assert isinstance(live, memscope.LiveBreakdown)
+        assert 0 < len(live.top_sites) <= 10
+        sizes = [s.bytes for s in live.top_sites]
+        assert sizes == sorted(sizes, reverse=True)
+        assert sum(sizes) <= live.bytes
+        assert {s.origin for s in live.top_sites} <= {"traced", "before_recording",
+                                                      "freed_in_trace"}
     text = r.explain()
     assert str(r) == text
     assert "peak reserved" in text and f"event {r.peak.event:,}" in text
@@ -60,6 +67,8 @@ def test_sizes_as_text_or_bytes_and_bad_arguments(real: memscope.Trace) -> None:
     assert as_bytes.peak_reserved == as_text.peak_reserved
     with pytest.raises(memscope.ConfigError, match="lots"):
         real.replay(capacity="lots")
+    with pytest.raises(memscope.ConfigError, match="'24' has no unit"):
+        real.replay(capacity="24")  # 24 GiB meant, not 24 bytes
     with pytest.raises(ValueError, match="negative"):
         real.replay(capacity=-1)
     with pytest.raises(TypeError, match="capacity"):

@@ -87,7 +87,10 @@ Report replay_like() {
     allocated.bytes.push_back((i < 30 ? i : 60 - i) * 2.0 * kMiB);
     reserved.bytes.push_back((i < 30 ? i + 2 : 32) * 2.0 * kMiB);
   }
-  r.series = {allocated, reserved};
+  // Live bytes run just under allocated ones: drawn dashed, on top.
+  Series live{"live (requested)", allocated.t, allocated.bytes, false, true};
+  live.dashed = true;
+  r.series = {allocated, reserved, live};
   r.peak = Marker{"reserved", 0.6, 64.0 * kMiB, "peak reserved 64 MiB at 0.600 s (stage backward)"};
   r.bands = {{"forward", 0.0, 0.5, ""}, {"backward", 0.5, 0.98, ""}};
   SegmentMap map;
@@ -105,6 +108,23 @@ Report replay_like() {
       offset += size;
     }
     map.segments.push_back(seg);
+  }
+  // 40 alike segments in a row (one 20 MiB block each, where they differ): one row.
+  for (std::uint64_t s = 0; s < 40; ++s) {
+    const std::uint64_t address = 0x7f1000000000ULL + s * (std::uint64_t{1} << 30);
+    map.segments.push_back({address,
+                            20ULL << 20,
+                            "stream 0, large pool",
+                            {{0, 20ULL << 20, "active_allocated",
+                              "20 MiB, model.py:" + std::to_string(s) + " forward"}}});
+  }
+  // Two more split in two allocated blocks, 10 + 10 and 12 + 8 MiB: they draw as the 40 do.
+  for (std::uint64_t first : {10ULL << 20, 12ULL << 20}) {
+    map.segments.push_back({0x7f2000000000ULL + first,
+                            20ULL << 20,
+                            "stream 0, large pool",
+                            {{0, first, "active_allocated", "a"},
+                             {first, (20ULL << 20) - first, "active_allocated", "b"}}});
   }
   r.segment_map = map;
   r.tables.push_back(Table{"Largest live allocations at the peak, by frame",

@@ -83,13 +83,21 @@ def test_run_like_report(pages: Path, artifacts: Path) -> None:
 def test_replay_like_report_with_segment_map(pages: Path, artifacts: Path) -> None:
     state, dom = load(pages / "replay.html", artifacts)
     series = by_name(state)
-    assert list(series) == ["allocated", "reserved"]
+    assert list(series) == ["allocated", "reserved", "live (requested)"]
     assert all(s["step"] for s in series.values())
+    # The live line, which runs under "allocated", is dashed and drawn over it; the y axis
+    # says what it measures.
+    assert series["live (requested)"]["dashed"] and series["live (requested)"]["on_top"]
+    assert not series["allocated"]["dashed"] and not series["allocated"]["on_top"]
+    assert state["y_title"].startswith("memory")
     assert state["peak"]["series"] == "reserved"
     assert state["peak"]["t"] == pytest.approx(0.6)
     assert series["reserved"]["max"]["bytes"] == state["peak"]["bytes"] == 64 * MiB
-    assert state["segments"] == 3
-    assert state["blocks"] == 17
+    # 3 segments, then 42 that draw alike in a row (40 of one 20 MiB allocated block, 2 of two
+    # allocated blocks filling 20 MiB): 4 rows, the last "20.00 MiB × 42".
+    assert state["segments"] == 45
+    assert state["segment_rows"] == 4
+    assert state["blocks"] == 17 + 40 + 4
     assert state["bands"] == ["forward", "backward"]
     assert "Largest live allocations at the peak, by frame" in dom
 

@@ -25,7 +25,7 @@ def test_text_names_the_peak_and_the_sites(real_trace: Path) -> None:
     result = memscope("replay", real_trace, check=True)
     out = result.stdout
     assert re.search(r"peak reserved\s+\d+\.\d\d GiB\s+at event", out), out
-    assert "live at the peak:" in out
+    assert re.search(r"live at peak live(, | and peak reserved, )event [\d,]+", out), out
     assert "model.py:39 forward" in out  # the real trace's largest site at the peak
     assert result.stderr == ""  # no progress when piped
 
@@ -42,7 +42,7 @@ def test_json_fields(real_trace: Path, artifacts: Path) -> None:
     result = memscope("replay", real_trace, "--capacity", "40GiB", "--json", path, check=True)
     assert f"replay JSON: {path}" in result.stdout
     data = json.loads(path.read_text())
-    assert data["format"] == "memscope-replay" and data["version"] == 1
+    assert data["format"] == "memscope-replay" and data["version"] == 2
     assert data["trace"] == str(real_trace)
     assert data["device"] == 0 and data["capacity"] == 40 * GiB
     assert data["capacity_given"] is True and data["fits"] is True
@@ -51,8 +51,11 @@ def test_json_fields(real_trace: Path, artifacts: Path) -> None:
     assert 0 < row["peak_requested"] <= row["peak_allocated"] <= row["peak_reserved"]
     assert row["ratio"] == pytest.approx(row["peak_reserved"] / row["peak_requested"])
     assert data["peak"]["reserved"] == row["peak_reserved"]
+    assert data["peak_live"]["live"] == row["peak_requested"]
+    assert data["top_sites"] == data["peak_live"]["top_sites"]
     assert data["top_sites"][0]["where"] == "model.py:39 forward"
-    assert sum(s["bytes"] for s in data["top_sites"]) <= data["peak"]["live_at_peak"]
+    for moment in (data["peak"], data["peak_live"]):
+        assert sum(s["bytes"] for s in moment["top_sites"]) <= moment["live"]
     assert "report" in data
 
 
@@ -85,10 +88,10 @@ def test_fit_prints_the_smallest_capacity(real_trace: Path, artifacts: Path) -> 
 def test_fit_capacity_replays_without_oom_and_less_does_not(real_trace: Path) -> None:
     trace = python_trace(real_trace)
     capacity = trace.fit().capacity
-    fits = memscope("replay", real_trace, "--capacity", str(capacity))
+    fits = memscope("replay", real_trace, "--capacity", f"{capacity}B")
     assert fits.returncode == 0, fits.stderr
     assert "fits in" in fits.stdout
-    short = memscope("replay", real_trace, "--capacity", str(capacity - 2 * MiB))
+    short = memscope("replay", real_trace, "--capacity", f"{capacity - 2 * MiB}B")
     assert short.returncode == 1
 
 
@@ -143,17 +146,84 @@ def test_not_a_trace_exits_3(tmp_path: Path) -> None:
     assert str(bad) in result.stderr and "RMM" in result.stderr
 
 
+def test_a_python_script_is_not_a_trace(tmp_path: Path) -> None:
+    # 'i' of "import" is a pickle opcode: this was read as a pickle and refused for an opcode.
+    script = tmp_path / "some.py"
+    script.write_text("import torch\n\nprint(torch.cuda.is_available())\n")
+    result = memscope("replay", script)
+    assert result.returncode == 3
+    assert f"{script}: not a trace: it looks like Python source (first line 'import torch')" \
+        in result.stderr, result.stderr
+    assert "PyTorch memory snapshot pickle" in result.stderr
+
+
 def test_missing_file_exits_3(tmp_path: Path) -> None:
     result = memscope("replay", tmp_path / "nope.pickle")
     assert result.returncode == 3
     assert "nope.pickle" in result.stderr and "no such file" in result.stderr
 
 
-@pytest.mark.parametrize("size", ["24x", "GiB", "-3GiB", "0"])
+@pytest.mark.parametrize("size", ["24x", "GiB", "-3GiB", "0", "24", "1.5"])
 def test_bad_capacity_exits_2(real_trace: Path, size: str) -> None:
     result = memscope("replay", real_trace, "--capacity", size)
     assert result.returncode == 2, result.stderr
     assert "--capacity" in result.stderr and "24GiB" in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--capacity", "--precision"])
+def test_a_size_without_its_unit_is_refused_not_read_as_bytes(real_trace: Path,
+                                                               option: str) -> None:
+    result = memscope("replay", real_trace, option, "24")
+    assert result.returncode == 2, result.stdout
+    assert f"{option}: '24' has no unit" in result.stderr, result.stderr
+    assert "24GiB" in result.stderr and "24B for bytes" in result.stderr
+
+
+def test_one_numbering_in_text_json_and_html(real_trace: Path, artifacts: Path) -> None:
+    path = artifacts / "numbering.json"
+    result = memscope("replay", real_trace, "--json", path, check=True)
+    data = json.loads(path.read_text())
+    for key, label in (("peak", "peak reserved"), ("peak_live", "peak live")):
+        event = data[key]["event"]
+        assert re.search(rf"{label}\s+[\d.]+ GiB\s+at event {event:,}\b", result.stdout), \
+            result.stdout
+    report = data["report"]
+    assert report["segment_map"]["title"].startswith(f"Segments at peak reserved (event "
+                                                     f"{data['peak']['event']:,}")
+    assert report["peak"]["label"].startswith(f"peak reserved ") and \
+        f"event {data['peak']['event']:,}" in report["peak"]["label"]
+    summary = dict(report["summary"])
+    assert "operations" not in summary
+    assert summary["allocations and frees"] == "3,442"
+    assert summary["blocks live when recording began"] == "229"
+    assert "3,442 allocations and frees after 229 blocks live when recording began" \
+        in result.stdout
+    tables = [t["title"] for t in report["tables"]]
+    if data["peak"]["event"] == data["peak_live"]["event"]:
+        assert f"live at peak live and peak reserved, event {data['peak']['event']:,}" \
+            in result.stdout
+        assert any(t.startswith("Live at peak live and peak reserved (event ") for t in tables)
+    else:
+        assert any(t.startswith("Live at peak live (event ") for t in tables), tables
+        assert any(t.startswith("Live at peak reserved (event ") for t in tables), tables
+
+
+def test_fit_table_is_sorted_and_per_setting(real_trace: Path, artifacts: Path) -> None:
+    path = artifacts / "fit-table.json"
+    configs = ["default", "max_split_size:256MiB"]
+    args = [a for c in configs for a in ("--config", c)]
+    memscope("replay", real_trace, *args, "--fit", "--precision", "64MiB", "--json", path,
+             check=True)
+    data = json.loads(path.read_text())
+    (table,) = [t for t in data["report"]["tables"] if t["title"].startswith("Would it fit")]
+    assert table["columns"][:2] == ["settings", "capacity"]
+    settings = [row[0] for row in table["rows"]]
+    assert settings == sorted(settings, key=["(defaults)", configs[1]].index)
+    for name, row in zip(["(defaults)", configs[1]], data["rows"]):
+        capacities = [r[1] for r in table["rows"] if r[0] == name]
+        probes = sorted({c for c, _ in row["fit"]["probes"]})
+        assert len(capacities) == len(probes)
+        assert capacities == [f"{c // MiB}MiB" if c % GiB else f"{c // GiB}GiB" for c in probes]
 
 
 def test_bad_config_exits_2_naming_the_key(real_trace: Path) -> None:

@@ -22,6 +22,24 @@ TEST(Units, ParsesBinaryAndDecimalUnits) {
   EXPECT_EQ(parse_size(" 3 MB "), 3'000'000U);
 }
 
+// Sizes people type: "--capacity 24" means 24 GiB far more often than 24 bytes.
+TEST(Units, ASizeWithUnitRefusesABareNumber) {
+  EXPECT_EQ(parse_size_with_unit("24GiB", "--capacity"), 24 * GiB);
+  EXPECT_EQ(parse_size_with_unit(" 512 B ", "--capacity"), 512U);
+  for (const char* bare : {"24", "1.5", " 24 ", "0"}) {
+    try {
+      (void)parse_size_with_unit(bare, "--capacity");
+      ADD_FAILURE() << bare << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_EQ(e.key(), "--capacity");
+      EXPECT_NE(std::string(e.what()).find("has no unit"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("B for bytes"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW((void)parse_size_with_unit("lots", "x"), ConfigError);  // parse_size()'s errors
+  EXPECT_EQ(format_count(3442), "3,442");
+}
+
 TEST(Units, RejectsWhatIsNotASize) {
   for (const char* bad : {"", "GiB", "-1", "1.5", "12 bananas", "1e9", "0x10",
                           "99999999999999999999", "20000000TiB", "1..5GiB"}) {

@@ -117,6 +117,7 @@ ChartData chart_data(const Report& report, const HtmlOptions& options) {
                           {"y", std::move(d.values)},
                           {"sampled", s.sampled},
                           {"step", s.step},
+                          {"dashed", s.dashed},
                           {"unit", s.unit},
                           {"original_points", d.original_points}});
   }
@@ -173,7 +174,8 @@ std::string segments_html(const Report& report) {
       "allocated</span><span><i class=\"swatch\" style=\"background:#E69F00\"></i>freed, "
       "waiting for streams</span><span><i class=\"swatch\" style=\"background:#D3DAE3\"></i>"
       "free (cached)</span><span>{} segments, {} blocks; one row per segment, as wide as its "
-      "size; hover a block for its size and where it was allocated</span></div>\n"
+      "size (consecutive alike segments share a row: &times; N); hover a block for its size "
+      "and where it was allocated</span></div>\n"
       "<div class=\"segmap-box\"><canvas id=\"memscope-segments\" role=\"img\" "
       "aria-label=\"segment map\"></canvas><div class=\"tip\" id=\"memscope-segments-tip\" "
       "hidden></div></div>\n</section>\n",
@@ -233,7 +235,8 @@ std::string fill(std::string_view page,
 
 std::string render_html(const Report& report, const HtmlOptions& options) {
   const ChartData chart = chart_data(report, options);
-  nlohmann::json data = {{"x_label", report.x_label}, {"series", chart.series}};
+  nlohmann::json data = {
+      {"x_label", report.x_label}, {"y_label", report.y_label}, {"series", chart.series}};
   nlohmann::json bands = nlohmann::json::array();
   for (const Band& b : report.bands) {
     if (!std::isfinite(b.begin) || !std::isfinite(b.end)) continue;

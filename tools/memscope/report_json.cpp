@@ -117,6 +117,8 @@ Series read_series(const Reader& r, const nlohmann::json& j, const std::string& 
   if (s.bytes.size() != s.t.size()) r.fail(p + ".bytes", "as long as " + p + ".t");
   s.sampled = r.boolean(j, p + ".sampled", "sampled");
   s.step = r.boolean(j, p + ".step", "step");
+  // Newer than the format's first version: absent means a solid line.
+  s.dashed = j.contains("dashed") && r.boolean(j, p + ".dashed", "dashed");
   s.unit = r.string(j, p + ".unit", "unit");
   return s;
 }
@@ -191,6 +193,7 @@ nlohmann::json report_to_json(const Report& report) {
   for (const auto& [key, value] : report.summary) summary.push_back({key, value});
   j["summary"] = std::move(summary);
   j["x_label"] = report.x_label;
+  j["y_label"] = report.y_label;
   nlohmann::json series = nlohmann::json::array();
   for (const Series& s : report.series) {
     series.push_back({{"name", s.name},
@@ -198,6 +201,7 @@ nlohmann::json report_to_json(const Report& report) {
                       {"bytes", numbers(s.bytes)},
                       {"sampled", s.sampled},
                       {"step", s.step},
+                      {"dashed", s.dashed},
                       {"unit", s.unit}});
   }
   j["series"] = std::move(series);
@@ -256,6 +260,7 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
     report.summary.emplace_back(pair[0], pair[1]);
   }
   report.x_label = r.string(json, "x_label", "x_label");
+  if (json.contains("y_label")) report.y_label = r.string(json, "y_label", "y_label");
   const nlohmann::json& series = r.array(json, "series", "series");
   for (std::size_t i = 0; i < series.size(); ++i) {
     report.series.push_back(read_series(r, series[i], at("series", i)));

@@ -19,6 +19,9 @@ struct Series {
   bool sampled = false;       // values were sampled at an interval (the legend says so)
   bool step = false;          // holds its value until the next point (allocator counters)
   std::string unit = "bytes";
+  // Drawn dashed and over the other lines: for a line that often runs on top of another (live
+  // requested bytes under allocated ones), which would otherwise hide it.
+  bool dashed = false;
 };
 
 // A stage: a shaded band over [begin, end] with its name.
@@ -69,6 +72,7 @@ struct Report {
   std::string subtitle;  // one line: the command, the trace file
   std::vector<std::pair<std::string, std::string>> summary;  // key / value lines at the top
   std::string x_label = "time (s)";
+  std::string y_label = "memory (binary units: 1 GiB = 1024 MiB)";
   std::vector<Series> series;
   std::vector<Band> bands;
   std::optional<Marker> peak;

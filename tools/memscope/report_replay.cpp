@@ -243,6 +243,7 @@ Report report_of_replay(const ReplayReportInput& input) {
   Series allocated{"allocated", {}, {}, false, true};
   Series reserved{"reserved", {}, {}, false, true};
   Series live{"live (requested)", {}, {}, false, true};
+  live.dashed = true;  // it runs just under "allocated" and would be hidden by it
   for (Series* s : {&allocated, &reserved, &live}) {
     s->t.reserve(n);
     s->bytes.reserve(n);

@@ -11,7 +11,9 @@
     peak: null,
     bands: [],
     segments: 0,
+    segment_rows: 0,
     blocks: 0,
+    y_title: null,
     tables: document.querySelectorAll('table.data').length,
   };
   // Chart and map publish independently; the state is rewritten whenever either finishes.
@@ -95,9 +97,11 @@
         memscope: s,
         borderColor: colour,
         backgroundColor: colour,
-        borderWidth: i === 0 ? 2 : 1.5,
-        // Lines past the eighth reuse a colour, dashed so they still differ.
-        borderDash: i >= COLOURS.length ? [6, 3] : [],
+        borderWidth: i === 0 || s.dashed ? 2 : 1.5,
+        // Lines past the eighth reuse a colour, dashed so they still differ; a line that runs
+        // on top of another (live under allocated) is dashed and drawn over the rest.
+        borderDash: s.dashed ? [7, 4] : i >= COLOURS.length ? [6, 3] : [],
+        order: s.dashed ? -1 : 0,
         pointRadius: 0,
         pointHoverRadius: 3,
         pointHitRadius: 4,
@@ -121,7 +125,7 @@
         pointBorderWidth: 1.5,
         borderColor: '#D55E00',
         backgroundColor: '#D55E00',
-        order: -1,
+        order: -2,
       });
     }
 
@@ -250,8 +254,12 @@
             original_points: ds.memscope.original_points,
             sampled: ds.memscope.sampled,
             step: ds.memscope.step,
+            dashed: (ds.borderDash || []).length > 0,
+            on_top: (ds.order || 0) < 0,
           });
         });
+        state.y_title = chart.options.scales.y.title.display ? chart.options.scales.y.title.text
+          : null;
         chartDone = true;
         publish();
       },
@@ -285,6 +293,7 @@
             type: 'linear',
             min: 0,
             max: yMax,
+            title: { display: true, text: data.y_label || 'memory', color: '#5a6374' },
             ticks: { stepSize: yStep, callback: (v) => fmtTick(Number(v)), color: '#5a6374' },
             grid: { color: '#eef1f5' },
           },
@@ -356,7 +365,31 @@
     const canvas = document.getElementById('memscope-segments');
     const tip = document.getElementById('memscope-segments-tip');
     const box = canvas.parentElement;
-    const segs = map.segments.slice(0, MAX_ROWS);
+    // Consecutive segments that draw alike are one row, "20.00 MiB × 47", so a map of hundreds
+    // of alike segments stays short: the same size and the same runs of block states (two
+    // allocated blocks side by side draw as one allocated run).
+    const layout = (s) => {
+      const runs = [];
+      for (const b of s.blocks) {
+        const last = runs[runs.length - 1];
+        if (last && last.state === b.state && last.end === b.offset) last.end += b.size;
+        else runs.push({ state: b.state, begin: b.offset, end: b.offset + b.size });
+      }
+      return s.size + ':' + runs.map((r) => r.begin + '-' + r.end + ' ' + r.state).join(',');
+    };
+    const groups = [];
+    for (const seg of map.segments) {
+      const last = groups[groups.length - 1];
+      const key = layout(seg);
+      if (last && last.key === key) {
+        last.count++;
+        last.blocks += seg.blocks.length;
+      } else {
+        groups.push({ key, seg, count: 1, blocks: seg.blocks.length });
+      }
+    }
+    const shown = groups.slice(0, MAX_ROWS);
+    const segs = shown.map((g) => Object.assign({}, g.seg, { count: g.count }));
     // Thinner rows when there are many, so the map stays a few screens tall.
     const rowH = segs.length > 60 ? 10 : 16;
     const gap = segs.length > 60 ? 4 : 7;
@@ -373,14 +406,14 @@
     const barMax = width - labelW - 8;
     const largest = segs.reduce((m, s) => Math.max(m, s.size), 1);
     const rows = [];
-    let blocks = 0;
     ctx.font = (rowH < 16 ? '10px' : '12px') + ' ui-monospace, "DejaVu Sans Mono", monospace';
     ctx.textBaseline = 'middle';
     segs.forEach((seg, i) => {
       const y = i * (rowH + gap);
       const w = Math.max(3, (barMax * seg.size) / largest);
       ctx.fillStyle = '#5a6374';
-      ctx.fillText(fmtBytes(seg.size), 0, y + rowH / 2);
+      ctx.fillText(fmtBytes(seg.size) + (seg.count > 1 ? ' \u00d7 ' + seg.count : ''), 0,
+        y + rowH / 2);
       const rects = [];
       for (const b of seg.blocks) {
         const bx = labelW + (seg.size ? (w * b.offset) / seg.size : 0);
@@ -388,7 +421,6 @@
         ctx.fillStyle = STATE_COLOURS[b.state] || '#999999';
         ctx.fillRect(bx, y, bw, rowH);
         rects.push({ x: bx, w: bw, block: b });
-        blocks++;
       }
       ctx.strokeStyle = 'rgba(29, 35, 48, 0.35)';
       ctx.lineWidth = 1;
@@ -406,15 +438,17 @@
       }
       if (!hit) { tip.hidden = true; return; }
       const b = hit.block;
-      tip.textContent = (row.seg.label ? row.seg.label + '\n' : '') +
+      tip.textContent = (row.seg.count > 1 ? row.seg.count + ' segments alike; the first:\n' : '') +
+        (row.seg.label ? row.seg.label + '\n' : '') +
         fmtBytes(b.size) + ' ' + b.state.replace(/_/g, ' ') + (b.label ? '\n' + b.label : '');
       tip.hidden = false;
       tip.style.left = Math.min(x + 14, width - 300) + 'px';
       tip.style.top = y + 14 + 'px';
     });
     canvas.addEventListener('mouseleave', () => { tip.hidden = true; });
-    state.segments = segs.length;
-    state.blocks = blocks;
+    state.segments = segs.reduce((n, s) => n + s.count, 0);
+    state.segment_rows = segs.length;
+    state.blocks = shown.reduce((n, g) => n + g.blocks, 0);
     mapDone = true;
     publish();
   }

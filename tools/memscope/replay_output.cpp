@@ -38,10 +38,10 @@ Json event_of(const ReplayMoment& m) {
   return m.event == kBeforeTrace ? Json(nullptr) : Json(m.event);
 }
 
-// "event 8123 (t+1.234 s, stage 'backward')"
+// "event 8,123 (t+1.234 s, stage 'backward')"
 std::string moment_words(const ReplayMoment& m, std::int64_t start_us) {
   std::string out =
-      m.event == kBeforeTrace ? "the starting live set" : fmt::format("event {}", m.event);
+      m.event == kBeforeTrace ? "the starting live set" : "event " + format_count(m.event);
   const Json t = time_s(m, start_us);
   if (!t.is_null()) out += fmt::format(" (t+{:.3f} s", t.get<double>());
   if (!m.tag.empty()) out += (t.is_null() ? " (" : ", ") + ("stage '" + m.tag + "'");
@@ -170,7 +170,8 @@ std::string saved_moment_text(const char* label, const Json& moment, const std::
   const Json& event = field(moment, "event", prefix, source);
   std::string out =
       fmt::format("\n{} at {}{}{}: live there {}{}\n", label,
-                  event.is_number() ? "event " + event.dump() : "the starting live set",
+                  event.is_number_unsigned() ? "event " + format_count(event.get<std::uint64_t>())
+                                 : "the starting live set",
                   t.is_number() ? fmt::format(" (t+{:.3f} s)", t.get<double>()) : "",
                   stage.is_string() && !stage.get<std::string>().empty()
                       ? ", stage '" + stage.get<std::string>() + "'"
@@ -343,8 +344,12 @@ std::string replay_json_text(const Json& json, const std::string& source) {
   const Json& peak = field(json, "peak", "", source);
   if (version >= 2) {
     const Json& peak_live = field(json, "peak_live", "", source);
-    out += saved_moment_text("peak live", peak_live, "peak_live.", source, false);
-    out += saved_moment_text("peak reserved", peak, "peak.", source, false);
+    if (peak_live == peak) {  // one moment: one breakdown, labelled both
+      out += saved_moment_text("peak live and peak reserved", peak, "peak.", source, false);
+    } else {
+      out += saved_moment_text("peak live", peak_live, "peak_live.", source, false);
+      out += saved_moment_text("peak reserved", peak, "peak.", source, false);
+    }
   } else {
     out += saved_moment_text("peak reserved", peak, "peak.", source, true);
     if (peak.is_object()) {

@@ -76,11 +76,11 @@ std::string where_of(const TorchSnapshot& snapshot, const ReplayOp& op, std::siz
   return site.where();
 }
 
-// "event 1,402 (0.138 s)", or the starting live set: the numbering of the text report.
+// "event 1,402 at 0.138 s", or the starting live set: the numbering of the text report.
 std::string moment_label(const ReplayMoment& m, const Clock& clock) {
   if (m.event == kBeforeTrace) return "the starting live set";
   std::string out = "event " + format_count(m.event);
-  if (clock.has_time) out += fmt::format(" ({:.3f} s)", clock.at(m.event));
+  if (clock.has_time) out += fmt::format(" at {:.3f} s", clock.at(m.event));
   if (!m.tag.empty()) out += ", stage " + m.tag;
   return out;
 }

@@ -1,5 +1,5 @@
-// Fuzz target: size strings ("24GiB") and backend specs ("sim:24GiB"). Either a value or a
-// ConfigError; an exact size always reads back to itself.
+// Fuzz target: size strings ("24GiB", with and without a unit required) and backend specs
+// ("sim:24GiB"). Either a value or a ConfigError; an exact size always reads back to itself.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -15,6 +15,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const std::size_t bytes = memscope::parse_size(text);
     if (memscope::parse_size(memscope::format_size_exact(bytes)) != bytes) std::abort();
+  } catch (const memscope::ConfigError&) {
+  }
+  // With a unit required: the same size, or a ConfigError (a bare number).
+  try {
+    const std::size_t bytes = memscope::parse_size_with_unit(text);
+    if (memscope::parse_size(text) != bytes) std::abort();
   } catch (const memscope::ConfigError&) {
   }
   if (text.starts_with("sim:")) {  // never "cuda" or "host": no driver loads or mmaps here

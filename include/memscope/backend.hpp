@@ -108,7 +108,7 @@ struct BackendSpec {
   int device_index = 0;      // cuda: the device as this process numbers visible devices (>= 0)
 
   // Throws ConfigError naming the spec and the forms allowed. Sizes take any spelling that
-  // parse_size() reads ("sim:24 GiB", "sim:1.5GB").
+  // parse_size_with_unit() reads ("sim:24 GiB", "sim:1.5GB", "sim:4096B"; not "sim:24").
   [[nodiscard]] static BackendSpec parse(std::string_view spec);
   // The canonical spelling ("host", "sim:24GiB", "cuda:0"): parse() gives this spec back, and it
   // is the name() of the backend make_backend() builds from it.

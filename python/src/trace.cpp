@@ -126,9 +126,10 @@ void bind_results(nb::module_& m) {
       .def_ro("reserved_bytes", &ReplayMoment::reserved_bytes)
       .def_ro("live_bytes", &ReplayMoment::live_bytes)
       .def("__repr__", [](const ReplayMoment& x) {
-        return "<memscope.ReplayMoment op " + std::to_string(x.op) +
-               (x.event == kBeforeTrace ? std::string(", before the trace")
-                                        : ", event " + std::to_string(x.event)) +
+        // Numbered by event, as the text, JSON and HTML reports number moments.
+        return std::string("<memscope.ReplayMoment ") +
+               (x.event == kBeforeTrace ? std::string("the starting live set")
+                                        : "event " + format_count(x.event)) +
                (x.tag.empty() ? std::string() : ", tag '" + x.tag + "'") + ">";
       });
 

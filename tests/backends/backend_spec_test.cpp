@@ -23,8 +23,8 @@ TEST(BackendSpec, ParsesEveryForm) {
 }
 
 TEST(BackendSpec, CanonicalSpellingParsesBackToTheSameSpec) {
-  for (const char* text :
-       {"host", "sim:24GiB", "sim:24 gib", "sim:1536MiB", "sim:1000", "cuda", "cuda:0", "cuda:7"}) {
+  for (const char* text : {"host", "sim:24GiB", "sim:24 gib", "sim:1536MiB", "sim:1000B", "cuda",
+                           "cuda:0", "cuda:7"}) {
     const BackendSpec spec = BackendSpec::parse(text);
     EXPECT_EQ(BackendSpec::parse(spec.to_string()), spec) << text;
   }
@@ -34,7 +34,7 @@ TEST(BackendSpec, CanonicalSpellingParsesBackToTheSameSpec) {
 }
 
 TEST(BackendSpec, CanonicalSpellingIsTheBackendsName) {
-  for (const char* text : {"host", "sim:24 GiB", "sim:1536MiB", "sim:1GB", "sim:4096"}) {
+  for (const char* text : {"host", "sim:24 GiB", "sim:1536MiB", "sim:1GB", "sim:4096B"}) {
     const BackendSpec spec = BackendSpec::parse(text);
     EXPECT_EQ(make_backend(spec)->name(), spec.to_string()) << text;
     EXPECT_EQ(make_backend(text)->name(), spec.to_string()) << text;
@@ -42,8 +42,9 @@ TEST(BackendSpec, CanonicalSpellingIsTheBackendsName) {
 }
 
 TEST(BackendSpec, RejectsBadSpecsNamingThem) {
-  for (const char* text : {"", "Host", "gpu", "sim", "sim:", "sim:0", "sim:lots", "cuda:", "cuda:x",
-                           "cuda:-1", "cuda:1.5", "cuda: 1", "cuda:+1"}) {
+  // "sim:24" is 24 GiB meant, not 24 bytes: a size needs its unit.
+  for (const char* text : {"", "Host", "gpu", "sim", "sim:", "sim:0", "sim:24", "sim:lots",
+                           "cuda:", "cuda:x", "cuda:-1", "cuda:1.5", "cuda: 1", "cuda:+1"}) {
     try {
       (void)BackendSpec::parse(text);
       ADD_FAILURE() << "accepted '" << text << "'";

@@ -179,7 +179,10 @@ void bind_results(nb::module_& m) {
       .def_ro("device", &ReplayResult::device)
       .def_ro("config", &ReplayResult::config)
       .def_ro("capacity", &ReplayResult::capacity)
-      .def_ro("operations", &ReplayResult::operations)
+      .def_ro("operations", &ReplayResult::operations,
+              "Ops replayed: starting_blocks, then the trace's allocations and frees.")
+      .def_ro("starting_blocks", &ReplayResult::starting_blocks,
+              "Blocks live when recording began (the starting live set).")
       .def_ro("peak_reserved", &ReplayResult::peak_reserved)
       .def_ro("peak_allocated", &ReplayResult::peak_allocated)
       .def_prop_ro(

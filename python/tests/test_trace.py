@@ -40,7 +40,7 @@ def test_replay_gives_the_known_peaks_and_where_they_are(real: memscope.Trace) -
     assert round(r.reserved_over_peak_live, 4) == 1.0118
     assert r.capacity == 24 * GiB
     assert (r.device, r.config, r.oom, r.ooms, r.first_oom) == (0, "", False, 0, None)
-    assert r.operations == 3671
+    assert r.operations == 3671 and r.starting_blocks == 229
     assert r.peak.event is not None and r.peak.time_us > 0
     assert r.peak.reserved_bytes == r.peak_reserved
     # What was live is broken down at both peaks; the shortcuts are peak live's.

@@ -82,8 +82,7 @@ std::size_t parse_size_option(const std::string& text, const std::string& option
   try {
     bytes = parse_size_with_unit(text, option);
   } catch (const ConfigError& e) {
-    constexpr const char* kUnits =
-        "(e.g. 24GiB; KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB of 1000)";
+    constexpr const char* kUnits = "(KiB/MiB/GiB/TiB are powers of 1024, KB/MB/GB/TB of 1000)";
     if (text.find_first_not_of("0123456789. \t") == std::string::npos && !text.empty()) {
       throw UsageFailure(std::string(e.what()) + " " + kUnits);  // a number without its unit
     }

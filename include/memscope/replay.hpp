@@ -121,6 +121,9 @@ enum class SiteOrigin : std::uint8_t {
   freed_in_trace,    // live when recording began and freed in the trace: the stack of its free
 };
 
+// "traced", "before_recording", "freed_in_trace".
+[[nodiscard]] const char* to_string(SiteOrigin origin) noexcept;
+
 // Live allocations grouped by the stack that allocated them (or freed them, for origin
 // freed_in_trace).
 struct StackBytes {

@@ -143,18 +143,7 @@ void bind_results(nb::module_& m) {
                    "\"<allocated before recording>\" or \"freed at ... (allocated before "
                    "recording)\".")
       .def_prop_ro(
-          "origin",
-          [](const ReplaySite& s) {
-            switch (s.origin) {
-              case SiteOrigin::before_recording:
-                return "before_recording";
-              case SiteOrigin::freed_in_trace:
-                return "freed_in_trace";
-              case SiteOrigin::traced:
-                break;
-            }
-            return "traced";
-          },
+          "origin", [](const ReplaySite& s) { return to_string(s.origin); },
           "'traced' (the stack of the alloc), 'before_recording' (live when recording began: "
           "the snapshot's stack, often none) or 'freed_in_trace' (live when recording began: "
           "the stack of its free).")

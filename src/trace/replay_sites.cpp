@@ -75,6 +75,18 @@ std::string capped(const std::string& text, std::size_t width) {
 
 }  // namespace
 
+const char* to_string(SiteOrigin origin) noexcept {
+  switch (origin) {
+    case SiteOrigin::before_recording:
+      return "before_recording";
+    case SiteOrigin::freed_in_trace:
+      return "freed_in_trace";
+    case SiteOrigin::traced:
+      break;
+  }
+  return "traced";
+}
+
 std::string ReplaySite::where() const {
   const bool no_frames = frame.filename.empty() && frame.name.empty();
   if (no_frames) {

@@ -61,18 +61,6 @@ Json fit_json(const std::optional<FitResult>& fit) {
               {"probes", std::move(probes)}};
 }
 
-const char* origin_name(SiteOrigin origin) {
-  switch (origin) {
-    case SiteOrigin::before_recording:
-      return "before_recording";
-    case SiteOrigin::freed_in_trace:
-      return "freed_in_trace";
-    case SiteOrigin::traced:
-      break;
-  }
-  return "traced";
-}
-
 // A peak and what was live there: "peak" (reserved) and "peak_live" of the JSON.
 Json moment_json(const ReplayMoment& m, const LiveBreakdown& live, std::int64_t start_us) {
   if (!m.happened()) return nullptr;
@@ -82,7 +70,7 @@ Json moment_json(const ReplayMoment& m, const LiveBreakdown& live, std::int64_t 
                          {"file", s.frame.filename},
                          {"line", s.frame.line},
                          {"function", s.frame.name},
-                         {"origin", origin_name(s.origin)},
+                         {"origin", to_string(s.origin)},
                          {"bytes", s.bytes},
                          {"count", s.count}});
   }
@@ -160,7 +148,7 @@ std::string saved_sites_text(const Json& sites, const std::string& where_prefix,
   return top.render(2);
 }
 
-// "peak live 12.97 GiB at event 1255 (t+0.120 s), stage 'fwd'; live there 12.97 GiB" and its
+// "peak live at event 1,255 (t+0.120 s), stage 'fwd': live there 12.97 GiB, reserved ..." and its
 // sites (version 2; version 1 kept the live bytes as live_at_peak and its sites top-level).
 std::string saved_moment_text(const char* label, const Json& moment, const std::string& prefix,
                               const std::string& source, bool version_1) {
@@ -171,16 +159,17 @@ std::string saved_moment_text(const char* label, const Json& moment, const std::
   std::string out =
       fmt::format("\n{} at {}{}{}: live there {}{}\n", label,
                   event.is_number_unsigned() ? "event " + format_count(event.get<std::uint64_t>())
-                                 : "the starting live set",
+                                             : "the starting live set",
                   t.is_number() ? fmt::format(" (t+{:.3f} s)", t.get<double>()) : "",
                   stage.is_string() && !stage.get<std::string>().empty()
                       ? ", stage '" + stage.get<std::string>() + "'"
                       : "",
                   bytes_text(moment, version_1 ? "live_at_peak" : "live", prefix, source),
                   fmt::format(", reserved {}", bytes_text(moment, "reserved", prefix, source)));
-  if (!version_1)
+  if (!version_1) {
     out +=
         saved_sites_text(field(moment, "top_sites", prefix, source), prefix + "top_sites", source);
+  }
   return out;
 }
 

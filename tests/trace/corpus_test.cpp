@@ -1,44 +1,33 @@
-// Which code is blamed, on every real PyTorch snapshot of the corpus (MEMSCOPE_TRACES, else
-// ../shared/traces beside the checkout; skipped, saying so, where there is none). PyTorch
+// Which code is blamed, on every real PyTorch snapshot of the corpus (trace_corpus.hpp:
+// MEMSCOPE_TRACES, else ../shared/traces; skipped, saying so, where there is none). PyTorch
 // records C++ frames by default, so these stacks hold the unwinder, libtorch, CPython's C
 // functions and "??" frames around the user's Python: the blamed frame must be the user's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <array>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "memscope/trace.hpp"
+#include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
 
 namespace fs = std::filesystem;
 
-fs::path corpus_dir() {
-  const char* env = std::getenv("MEMSCOPE_TRACES");
-  if (env != nullptr && *env != '\0') return env;
-  return fs::path(MEMSCOPE_SOURCE_DIR) / ".." / "shared" / "traces";
-}
-
+// The corpus's PyTorch snapshots (its JSON traces are memscope's or RMM's, without stacks).
 std::vector<fs::path> corpus() {
-  std::vector<fs::path> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(corpus_dir(), ec)) {
-    const fs::path& p = entry.path();
-    if (p.extension() == ".pickle") out.push_back(p);
-  }
-  std::sort(out.begin(), out.end());
+  std::vector<fs::path> out = corpus::all_traces();
+  std::erase_if(out, [](const fs::path& p) { return p.extension() != ".pickle"; });
   return out;
 }
 
 #define SKIP_WITHOUT_CORPUS(files)                                                       \
   if ((files).empty()) {                                                                 \
-    GTEST_SKIP() << "no PyTorch snapshots (*.pickle) in " << corpus_dir()                \
+    GTEST_SKIP() << "no PyTorch snapshots (*.pickle) in " << corpus::traces_dir()        \
                  << "; set MEMSCOPE_TRACES to a folder of them to run the corpus tests"; \
   }
 
@@ -130,13 +119,16 @@ TEST(Corpus, TopSitesAtBothPeaksAreNeverPlumbingAndFitTheirWidth) {
 // The two snapshots of issue 27: their largest site was "?? PyCMethod_New" and the compiled
 // model's peak was 80% "<no frames>".
 TEST(Corpus, NamedSnapshotsBlameTheUsersModel) {
-  const fs::path dir = corpus_dir();
-  const fs::path medium = dir / "torch_snapshot_cs336-medium_ctx512_bs4_train_step.pickle";
-  const fs::path compiled = dir / "torch_snapshot_gpt2-small_compiled_ctx64_bs1_train_step.pickle";
-  if (!fs::exists(medium) || !fs::exists(compiled)) {
-    GTEST_SKIP() << "the two snapshots of issue 27 are not in " << dir
+  const auto medium_found =
+      corpus::find_trace("torch_snapshot_cs336-medium_ctx512_bs4_train_step.pickle");
+  const auto compiled_found =
+      corpus::find_trace("torch_snapshot_gpt2-small_compiled_ctx64_bs1_train_step.pickle");
+  if (!medium_found || !compiled_found) {
+    GTEST_SKIP() << "the two snapshots of issue 27 are not in " << corpus::traces_dir()
                  << "; set MEMSCOPE_TRACES to the corpus";
   }
+  const fs::path& medium = *medium_found;
+  const fs::path& compiled = *compiled_found;
   for (const fs::path& path : {medium, compiled}) {
     SCOPED_TRACE(path.filename().string());
     const ReplayResult r = replay_trace(read_torch_snapshot_file(path));

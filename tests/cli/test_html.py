@@ -128,7 +128,10 @@ def test_report_with_no_series_has_no_chart(pages: Path, artifacts: Path) -> Non
 
 @needs_chromium
 def test_hostile_names_are_text(pages: Path, artifacts: Path) -> None:
-    evil = "</script><b>bold</b><!-- \"quoted\" 'single' & \ufffd\ufffd end"
+    # The page's data keeps the bytes that are not UTF-8 as surrogate escapes (\udcff \udcfe,
+    # Python's surrogateescape), so they round-trip (docs/cli.md, "Inputs and outputs").
+    evil = b"</script><b>bold</b><!-- \"quoted\" 'single' & \xff\xfe end".decode(
+        "utf-8", "surrogateescape")
     raw = (pages / "hostile.html").read_bytes()
     raw.decode("utf-8")  # valid UTF-8, though the names were not
     assert b"<b>bold</b>" not in raw

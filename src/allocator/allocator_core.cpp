@@ -218,7 +218,12 @@ void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
 }
 
 void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
-  if (!pending_.empty()) process_events();
+  if (!pending_.empty()) {
+    process_events();
+    // Expandable segments: a block whose streams are done is cached now, after the front-cached
+    // ones, which a hit would take although best fit might find it (it may be lower).
+    if (split_every_remainder_) flush_recent();
+  }
   StreamPools& pools = pools_for(stream);
   std::size_t rounded = 0;
   if (size <= detail::kLargestRequest) {
@@ -229,7 +234,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     // find (it may have merged with a neighbour freed since), and taking it once made the
     // compiled GPT-2 step reserve 3.7% more than PyTorch's rules from its second iteration on
     // (issue 25). The others go to the bins (flush_recent) and best fit decides.
-    if (pools.recent.count != 0) {  // never with expandable segments: see keep_recent()
+    if (pools.recent.count != 0) {
       if (Block* recent = take_newest_recent(pools.recent, rounded))
         return reuse_recent(recent, size);
     }
@@ -418,7 +423,8 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
     increase(waiting_bytes_, block->small_pool(), signed_size(block->size));
     update_off_hot_path();
   }
-  if (block->pending_events == 0 && !config_.expandable_segments) {
+  if (block->pending_events == 0 &&
+      (!split_every_remainder_ || ((off_hot_path_ & kOffWaiting) == 0 && keeps_placement(block)))) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
   }
@@ -458,6 +464,10 @@ void AllocatorCore::flush_recent_block(Block* block) noexcept {
 }
 
 void AllocatorCore::cache_block(Block* block) noexcept {
+  // Expandable segments: front-cached blocks go to the bins first, in the order they were freed,
+  // so that best fit's tie between blocks of one size (the newest first) is as if each had been
+  // merged when freed (placement then stays PyTorch's; see keeps_placement()).
+  if (split_every_remainder_) flush_recent();
   uncount_active(block);
   merge_into_bins(block);
 }

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "allocator/allocator_core.hpp"
+#include "allocator/free_bins.hpp"
 #include "allocator/size_rules.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -88,7 +89,8 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   // a front-cached block just the same.
   // No size test: a size beyond kLargestRequest rounds to 0 or to more than any block holds.
   StreamPools* const pools = last_pools_;
-  if (pools->stream != stream || pools->recent.count == 0 || off_hot_path_ != 0) [[unlikely]] {
+  if (pools->stream != stream || pools->recent.count == 0 || (off_hot_path_ & kOffReusing) != 0)
+      [[unlikely]] {
     return nullptr;
   }
   detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
@@ -143,13 +145,43 @@ inline bool AllocatorCore::free_to_front_cache(void* ptr) noexcept {
 inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
   // The hot path, for an allocated block only its stream used: into the front cache, with room
   // there, nothing to record or wait for.
+  // With expandable segments, only where keeping it leaves placement as it is (the second test;
+  // the first, which fixed segments pass, stays one instruction).
   detail::RecentFrees& recent = *block->segment->recent;
-  if (recent.count < recent.blocks.size() && (off_hot_path_ & kOffFreeing) == 0) [[likely]] {
-    uncount_allocation(block);
-    file_recent(block, recent);
-    return true;
+  if (recent.count < recent.blocks.size()) [[likely]] {
+    if ((off_hot_path_ & kOffFreeing) == 0 ||
+        keeps_placement_alone(block, off_hot_path_ & kOffFreeingExpandable, recent)) [[likely]] {
+      uncount_allocation(block);
+      file_recent(block, recent);
+      return true;
+    }
   }
   return false;
+}
+
+inline bool AllocatorCore::keeps_placement_alone(const detail::Block* block, unsigned gate,
+                                                 const detail::RecentFrees& recent) noexcept {
+  // No hooks to run nor blocks waiting (`gate`) and no recent block of its stream, so no recent
+  // neighbour (one test for all), and at most one cached block in its pool, which is then the
+  // one after it: merged, it would be the only block best fit sees.
+  if ((gate | recent.count) != 0) return false;
+  const std::size_t cached = block->segment->bins->count();
+  if (cached == 0) return true;
+  if (cached != 1) return false;
+  const detail::Block* next = block->next;
+  return next != nullptr && next->cached;
+}
+
+inline bool AllocatorCore::keeps_placement(const detail::Block* block) noexcept {
+  const detail::Block* prev = block->prev;
+  if (prev != nullptr && (prev->cached || prev->recent)) return false;
+  const detail::Block* next = block->next;
+  if (next == nullptr) return true;
+  if (next->recent) return false;
+  // Free space after it: the bins must hold that alone (a cached block), or nothing.
+  if (next->cached) return block->segment->bins->count() == 1;
+  if (next->unmapped) return block->segment->bins->count() == 0;
+  return true;
 }
 
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {

@@ -22,7 +22,7 @@ import json
 import subprocess
 import sys
 import time
-from typing import Callable
+from collections.abc import Callable
 
 GiB = 1 << 30
 CAPACITY = 24 * GiB
@@ -132,7 +132,8 @@ def real_peak(name: str, batch: int) -> int:
 
 def trains(name: str, batch: int) -> bool:
     """Whether STEPS steps at `batch` run in a CAPACITY share of the device (a child process)."""
-    code = (f"import sys; sys.path.insert(0, {sys.path[0]!r}); import torch, estimate_accuracy as e;"
+    code = (f"import sys; sys.path.insert(0, {sys.path[0]!r});"
+            "import torch, estimate_accuracy as e;"
             f"torch.cuda.set_per_process_memory_fraction({CAPACITY} / "
             f"torch.cuda.get_device_properties(0).total_memory);"
             f"e.real_peak({name!r}, {batch})")

@@ -412,7 +412,12 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
   recycle = std::min(to_map, round_up(recycle, page));
   const std::uintptr_t run_start = start->address;
   std::vector<FreePages> sources;
-  if (recycle > 0) sources = recycling_sources(*s, growing, last, run_start + rounded);
+  if (recycle > 0) {
+    // Free pages of other streams may wait in their front caches (the slow path flushed only
+    // this stream's, issue 29.5): into the bins first, where recycling looks.
+    flush_recent();
+    sources = recycling_sources(*s, growing, last, run_start + rounded);
+  }
 
   // Every piece merges with the cached space before it, so the last merge holds the whole run.
   Block* merged = nullptr;

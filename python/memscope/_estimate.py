@@ -409,7 +409,7 @@ def _write_html(e: Estimate, path: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         snap = os.path.join(tmp, "estimate.pickle")
         e.trace.save(snap)
-        cmd = [exe, "replay", snap, "--capacity", str(e.capacity), "--html", path]
+        cmd = [exe, "replay", snap, "--capacity", f"{e.capacity}B", "--html", path]
         if e.config:
             cmd += ["--config", e.config]
         # `memscope replay --capacity` exits 1 when the trace does not fit: the page is written.

@@ -10,9 +10,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import memscope
+from conftest import BUILD_DIR, memscope
 
 pytest.importorskip("torch")
+# The command runs the Python package of its build tree; sanitizer builds have none.
+pytestmark = pytest.mark.skipif(
+    not (BUILD_DIR / "python" / "memscope" / "__init__.py").exists(),
+    reason=f"{BUILD_DIR} has no Python package (built without the extension)")
 
 WORKLOAD = textwrap.dedent("""
     import torch

@@ -355,7 +355,6 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
       static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) > memory_limit_ - size) {
     return nullptr;
   }
-  (small ? pools.small : pools.large).prepare();  // the bins' storage, before any change
   void* base = backend_.reserve(size);
   if (base == nullptr) return nullptr;
   Segment* segment = add_segment(pools, small, base, size);

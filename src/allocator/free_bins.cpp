@@ -2,49 +2,41 @@
 
 #include <algorithm>
 #include <bit>
-#include <cassert>
+#include <new>
 
 #include "allocator/size_rules.hpp"
 
 namespace memscope::detail {
-namespace {
 
-// Small-pool blocks are at most one 2 MiB segment: 4096 exact classes (64 bitmap words).
-constexpr std::size_t kSmallBins = kSmallBuffer / kMinBlockSize;
-constexpr unsigned kSubBinBits = 4;       // 16 classes per power of two
-constexpr unsigned kFirstLargeLog2 = 20;  // 1 MiB
-constexpr std::size_t kLargeBins = (64 - kFirstLargeLog2) << kSubBinBits;
-constexpr std::size_t kMaxWords = (std::max(kSmallBins, kLargeBins) + 63) / 64;
+FreeBins::FreeBins(bool small_pool) : small_pool_(small_pool) {}
 
-// What unprepared bins read: every class empty. Constant, so read-only memory: an insert()
-// before prepare() faults at once instead of corrupting bins shared by every stream.
-constexpr Block* kNoLists[kSmallBins + 1] = {};  // + the sentinel of best_fit()
-constexpr SizeTreap kNoTrees[kLargeBins];
-constexpr std::uint64_t kNoWords[kMaxWords] = {};
+std::size_t FreeBins::storage_bytes() const noexcept {
+  if (!indexed()) return 0;
+  const std::size_t classes =
+      small_pool_ ? (bins() + 1) * sizeof(void*) : bins() * sizeof(SizeTreap);
+  return sizeof(Index) + classes + word_count() * sizeof(std::uint64_t);
+}
 
-}  // namespace
-
-FreeBins::FreeBins(bool small_pool)
-    : small_pool_(small_pool),
-      bins_(small_pool ? kSmallBins : kLargeBins),
-      word_count_((bins_ + 63) / 64),
-      // Only ever read through while unprepared (see kNoLists).
-      lists_(const_cast<Block**>(kNoLists)),
-      trees_(const_cast<SizeTreap*>(kNoTrees)),
-      words_(const_cast<std::uint64_t*>(kNoWords)) {}
-
-void FreeBins::prepare() {
-  if (prepared()) return;
-  auto words = std::make_unique<std::uint64_t[]>(word_count_);  // zeroed
+void FreeBins::build_index() noexcept {
+  auto index = std::unique_ptr<Index>(new (std::nothrow) Index);
+  if (index == nullptr) return;
+  index->words.reset(new (std::nothrow) std::uint64_t[word_count()]());
   if (small_pool_) {
-    own_lists_ = std::make_unique<Block*[]>(bins_ + 1);  // null; + the sentinel of best_fit()
-    lists_ = own_lists_.get();
+    index->lists.reset(new (std::nothrow) Block*[bins() + 1]());  // + best_fit()'s sentinel
   } else {
-    own_trees_ = std::make_unique<SizeTreap[]>(bins_);
-    trees_ = own_trees_.get();
+    index->trees.reset(new (std::nothrow) SizeTreap[bins()]);
   }
-  own_words_ = std::move(words);
-  words_ = own_words_.get();
+  if (index->words == nullptr || (index->lists == nullptr && index->trees == nullptr)) return;
+  index_ = std::move(index);
+  // Oldest first (the list's tail first), so each small-pool class ends newest first.
+  Block* b = loose_;
+  while (b != nullptr && b->bin_next != nullptr) b = b->bin_next;
+  while (b != nullptr) {
+    Block* newer = b->bin_prev;
+    file_in_index(b);
+    b = newer;
+  }
+  loose_ = nullptr;
 }
 
 std::size_t FreeBins::bin_index(std::size_t size) const noexcept {
@@ -61,80 +53,135 @@ std::size_t FreeBins::bin_index(std::size_t size) const noexcept {
 }
 
 std::size_t FreeBins::next_nonempty(std::size_t from) const noexcept {
-  if (from >= bins_) return bins_;
+  if (from >= bins()) return bins();
   std::size_t word = from / 64;
-  const std::uint64_t here = words_[word] & (~std::uint64_t{0} << (from % 64));
+  const std::uint64_t here = index_->words[word] & (~std::uint64_t{0} << (from % 64));
   if (here != 0) return word * 64 + static_cast<std::size_t>(std::countr_zero(here));
-  const std::uint64_t above = word + 1 < 64 ? summary_ & (~std::uint64_t{0} << (word + 1)) : 0;
-  if (above == 0) return bins_;
+  const std::uint64_t above =
+      word + 1 < 64 ? index_->summary & (~std::uint64_t{0} << (word + 1)) : 0;
+  if (above == 0) return bins();
   word = static_cast<std::size_t>(std::countr_zero(above));
-  return word * 64 + static_cast<std::size_t>(std::countr_zero(words_[word]));
+  return word * 64 + static_cast<std::size_t>(std::countr_zero(index_->words[word]));
 }
 
 void FreeBins::mark(std::size_t bin, bool nonempty) noexcept {
   const std::uint64_t bit = std::uint64_t{1} << (bin % 64);
   if (nonempty) {
-    words_[bin / 64] |= bit;
-    summary_ |= std::uint64_t{1} << (bin / 64);
+    index_->words[bin / 64] |= bit;
+    index_->summary |= std::uint64_t{1} << (bin / 64);
   } else {
-    words_[bin / 64] &= ~bit;
-    if (words_[bin / 64] == 0) summary_ &= ~(std::uint64_t{1} << (bin / 64));
+    index_->words[bin / 64] &= ~bit;
+    if (index_->words[bin / 64] == 0) index_->summary &= ~(std::uint64_t{1} << (bin / 64));
   }
 }
 
 void FreeBins::insert(Block* block) noexcept {
-  assert(prepared());
-  const std::size_t bin = bin_index(block->size);
-  block->bin = static_cast<std::uint32_t>(bin);
+  block->bin = static_cast<std::uint32_t>(bin_index(block->size));
   block->cache_seq = ++next_seq_;
   block->cached = true;
   ++count_;
+  if (!indexed() && count_ > kLooseLimit) build_index();
+  if (indexed()) {
+    file_in_index(block);
+    return;
+  }
+  block->bin_prev = nullptr;
+  block->bin_next = loose_;
+  if (loose_ != nullptr) loose_->bin_prev = block;
+  loose_ = block;
+}
+
+void FreeBins::file_in_index(Block* block) noexcept {
+  const std::size_t bin = block->bin;
   if (small_pool_) {
     block->bin_prev = nullptr;
-    block->bin_next = lists_[bin];
-    if (lists_[bin] != nullptr) lists_[bin]->bin_prev = block;
-    lists_[bin] = block;
+    block->bin_next = index_->lists[bin];
+    if (index_->lists[bin] != nullptr) index_->lists[bin]->bin_prev = block;
+    index_->lists[bin] = block;
   } else {
-    trees_[bin].insert(block);
+    index_->trees[bin].insert(block);
   }
   mark(bin, true);
 }
 
 void FreeBins::remove(Block* block) noexcept {
   const std::size_t bin = block->bin;
+  block->cached = false;
+  --count_;
+  if (!indexed()) {
+    if (block->bin_prev != nullptr) {
+      block->bin_prev->bin_next = block->bin_next;
+    } else {
+      loose_ = block->bin_next;
+    }
+    if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
+    block->bin_prev = block->bin_next = nullptr;
+    return;
+  }
   bool now_empty = false;
   if (small_pool_) {
     if (block->bin_prev != nullptr) {
       block->bin_prev->bin_next = block->bin_next;
     } else {
-      lists_[bin] = block->bin_next;
+      index_->lists[bin] = block->bin_next;
     }
     if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
     block->bin_prev = block->bin_next = nullptr;
-    now_empty = lists_[bin] == nullptr;
+    now_empty = index_->lists[bin] == nullptr;
   } else {
-    trees_[bin].erase(block);
-    now_empty = trees_[bin].empty();
+    index_->trees[bin].erase(block);
+    now_empty = index_->trees[bin].empty();
   }
   if (now_empty) mark(bin, false);
-  block->cached = false;
-  --count_;
+  // Empty bins give their index back: a stream's storage follows the blocks it caches.
+  if (count_ == 0) index_.reset();
 }
 
 Block* FreeBins::best_fit(std::size_t size) const noexcept {
+  if (!indexed()) return loose_best_fit(size);
   const std::size_t bin = bin_index(size);
   if (small_pool_) {
     // Exact classes: every block in a bin has the bin's size, so the head is the best fit.
-    // next_nonempty() gives bins_ when none is: that list is the sentinel, always empty.
-    return lists_[next_nonempty(bin)];
+    // next_nonempty() gives bins() when none is: that list is the sentinel, always empty.
+    return index_->lists[next_nonempty(bin)];
   }
   // The request's own class spans a range of sizes; every higher class fits entirely.
-  if (Block* b = trees_[bin].lower_bound(size)) return b;
+  if (Block* b = index_->trees[bin].lower_bound(size)) return b;
   const std::size_t found = next_nonempty(bin + 1);
-  return found < bins_ ? trees_[found].smallest() : nullptr;
+  return found < bins() ? index_->trees[found].smallest() : nullptr;
+}
+
+Block* FreeBins::loose_best_fit(std::size_t size) const noexcept {
+  // Newest first: a strictly smaller size replaces the best, so among equals the newest stays.
+  Block* best = nullptr;
+  for (Block* b = loose_; b != nullptr; b = b->bin_next) {
+    if (b->size >= size && (best == nullptr || b->size < best->size)) best = b;
+  }
+  return best;
+}
+
+FreeBins::Problem FreeBins::audit_list(std::vector<const Block*>& out) const {
+  const std::size_t first = out.size();
+  const Block* prev = nullptr;
+  for (const Block* b = loose_; b != nullptr; prev = b, b = b->bin_next) {
+    out.push_back(b);
+    if (!b->cached) return {"a block in the free bins is not marked cached", b};
+    if (bin_index(b->size) != b->bin)
+      return {"a cached block is not in the size class of its size", b};
+    if (b->bin_prev != prev) return {"broken free-list links", b};
+    if (prev != nullptr && prev->cache_seq < b->cache_seq) {
+      return {"the free list is not ordered most recently cached first", b};
+    }
+    if (out.size() - first > count_) return {"the free list is longer than count() (a cycle?)", b};
+  }
+  if (out.size() - first != count_) return {"count() differs from the blocks the bins hold", prev};
+  return {};
 }
 
 FreeBins::Problem FreeBins::audit(std::vector<const Block*>& out) const {
+  if (!indexed()) return audit_list(out);
+  if (loose_ != nullptr) return {"indexed bins still hold a list", loose_};
+  if (count_ == 0) return {"empty bins kept their index", nullptr};
   const std::size_t first = out.size();
   Problem problem;
   const auto check = [&](const Block* b, std::size_t bin, const Block* before) {
@@ -152,11 +199,11 @@ FreeBins::Problem FreeBins::audit(std::vector<const Block*>& out) const {
   };
   // Visits the classes the bitmap marks; blocks in an unmarked class are missed, and then the
   // count below disagrees.
-  for (std::size_t bin = next_nonempty(0); bin < bins_; bin = next_nonempty(bin + 1)) {
+  for (std::size_t bin = next_nonempty(0); bin < bins(); bin = next_nonempty(bin + 1)) {
     const std::size_t before = out.size();
     if (small_pool_) {
       const Block* prev = nullptr;
-      for (const Block* b = lists_[bin]; b != nullptr; prev = b, b = b->bin_next) {
+      for (const Block* b = index_->lists[bin]; b != nullptr; prev = b, b = b->bin_next) {
         check(b, bin, nullptr);  // one exact size per class: the order is the caching order
         if (problem.what == nullptr && b->bin_prev != prev) problem = {"broken free-list links", b};
         if (out.size() - first > count_)
@@ -164,7 +211,7 @@ FreeBins::Problem FreeBins::audit(std::vector<const Block*>& out) const {
       }
     } else {
       const Block* prev = nullptr;
-      trees_[bin].for_each([&](const Block* b) {
+      index_->trees[bin].for_each([&](const Block* b) {
         check(b, bin, prev);
         prev = b;
       });
@@ -172,9 +219,8 @@ FreeBins::Problem FreeBins::audit(std::vector<const Block*>& out) const {
     if (problem.what != nullptr) return problem;
     if (out.size() == before) return {"the bitmap marks an empty size class", nullptr};
   }
-  if (count_ > 0 && !prepared()) return {"blocks in bins that were never prepared", nullptr};
-  for (std::size_t word = 0; word < word_count_; ++word) {
-    if (((summary_ >> word) & 1U) != (words_[word] != 0 ? 1U : 0U)) {
+  for (std::size_t word = 0; word < word_count(); ++word) {
+    if (((index_->summary >> word) & 1U) != (index_->words[word] != 0 ? 1U : 0U)) {
       return {"the summary bitmap disagrees with the class bitmap", nullptr};
     }
   }

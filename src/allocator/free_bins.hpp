@@ -1,16 +1,23 @@
 // FreeBins: the cached blocks of one pool (small or large) of one stream, with best fit that
-// does not slow down as the cache fills.
-//
-// Blocks are grouped in size classes, and a two-level bitmap marks the classes that hold
-// blocks, so the first non-empty class at or above a size is found with two bit scans. The
-// small pool has one exact class per 512-byte size up to its 2 MiB segment size, each an
-// intrusive list: its head is the answer, in O(1). The large pool has 16 classes per power of
-// two, each a SizeTreap: O(log n) in the blocks of that class.
+// does not slow down as the cache fills, and storage that grows with the blocks it holds.
 //
 // Best fit: the smallest cached block at least as big as the request. Among blocks of equal
 // size the most recently cached wins (LIFO): it is the likeliest to be warm in caches and TLBs,
 // and it makes the choice O(1) in the small pool. (PyTorch breaks ties by lowest address.)
-// Not synchronised; the allocator calls it under its lock.
+//
+// Two phases, one answer. Up to kLooseLimit blocks the bins are one list through the blocks'
+// own links, searched whole: no storage of their own, so a stream that caches a segment or two
+// costs a few words (issue 29.5: a fixed table cost each stream ~38 KiB, 3.8 GiB for 100,000
+// streams). Past it they build an index: blocks grouped in size classes, and a two-level
+// bitmap marking the classes that hold blocks, so the first non-empty class at or above a size
+// is found with two bit scans. The small pool has one exact class per 512-byte size up to its
+// 2 MiB segment size, each an intrusive list: its head is the answer, in O(1). The large pool
+// has 16 classes per power of two, each a SizeTreap: O(log n) in the blocks of that class. The
+// index goes when the bins empty. Both phases choose the same block and visit blocks in the
+// same order, so where the threshold falls never changes placement.
+//
+// Nothing here throws: building the index is the only allocation, and if it fails the bins
+// stay a list (slower, never wrong). Not synchronised; the allocator calls it under its lock.
 #pragma once
 
 #include <cstddef>
@@ -19,19 +26,21 @@
 #include <vector>
 
 #include "allocator/block.hpp"
+#include "allocator/size_rules.hpp"
 #include "allocator/size_treap.hpp"
 
 namespace memscope::detail {
 
 class FreeBins {
  public:
-  explicit FreeBins(bool small_pool);
+  // More cached blocks than this and the bins build their index (see above). A search of the
+  // list reads this many blocks at most; the index costs 32 KiB (small pool) or 5.6 KiB.
+  static constexpr std::size_t kLooseLimit = 16;
 
-  // Allocates the size classes' storage, once: call it before the first insert() (an insert
-  // into unprepared bins faults). Until then the bins cost a few words, so a stream that never
-  // caches a block does not pay for 4096 small-pool lists. May throw std::bad_alloc.
-  void prepare();
-  [[nodiscard]] bool prepared() const noexcept { return own_words_ != nullptr; }
+  explicit FreeBins(bool small_pool);
+  FreeBins(const FreeBins&) = delete;
+  FreeBins& operator=(const FreeBins&) = delete;
+  ~FreeBins() = default;
 
   void insert(Block* block) noexcept;
   void remove(Block* block) noexcept;
@@ -39,6 +48,9 @@ class FreeBins {
   [[nodiscard]] Block* best_fit(std::size_t size) const noexcept;
 
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  // Whether the size-class index is built, and the bytes it holds (0 while the bins are a list).
+  [[nodiscard]] bool indexed() const noexcept { return index_ != nullptr; }
+  [[nodiscard]] std::size_t storage_bytes() const noexcept;
 
   // For AllocatorCore::validate(): appends every block the bins hold to `out` and returns the
   // first inconsistency of the bins themselves (a block not marked cached or in the wrong size
@@ -51,43 +63,74 @@ class FreeBins {
   [[nodiscard]] Problem audit(std::vector<const Block*>& out) const;
   [[nodiscard]] bool small_pool() const noexcept { return small_pool_; }
 
-  // Calls f(Block*) for every cached block of at least `min_size` bytes (f must not modify
-  // the bins; collect first, then change).
+  // Calls f(Block*) for every cached block of at least `min_size` bytes, in best-fit order
+  // (smallest first, among equal sizes the most recently cached first), whether indexed or not
+  // (f must not modify the bins; collect first, then change).
   template <class F>
   void for_each(std::size_t min_size, F&& f) const {
     const auto visit = [&](Block* b) {
       if (b->size >= min_size) f(b);
     };
-    for (std::size_t bin = next_nonempty(bin_index(min_size)); bin < bins_;
+    if (!indexed()) {
+      // At most kLooseLimit blocks (more only when building the index failed): picking each
+      // next one by a pass over the list allocates nothing.
+      const Block* last = nullptr;
+      for (std::size_t i = 0; i < count_; ++i) {
+        Block* next = nullptr;
+        for (Block* b = loose_; b != nullptr; b = b->bin_next) {
+          if ((last == nullptr || SizeTreap::before(last, b)) &&
+              (next == nullptr || SizeTreap::before(b, next))) {
+            next = b;
+          }
+        }
+        if (next == nullptr) return;  // only with a broken list, which audit() reports
+        visit(next);
+        last = next;
+      }
+      return;
+    }
+    for (std::size_t bin = next_nonempty(bin_index(min_size)); bin < bins();
          bin = next_nonempty(bin + 1)) {
       if (small_pool_) {
-        for (Block* b = lists_[bin]; b != nullptr; b = b->bin_next) visit(b);
+        for (Block* b = index_->lists[bin]; b != nullptr; b = b->bin_next) visit(b);
       } else {
-        trees_[bin].for_each(visit);
+        index_->trees[bin].for_each(visit);
       }
     }
   }
 
  private:
   [[nodiscard]] std::size_t bin_index(std::size_t size) const noexcept;
-  // First bin >= `from` that holds a block, or bins_ when none does.
+  // First bin >= `from` that holds a block, or bins() when none does.
   [[nodiscard]] std::size_t next_nonempty(std::size_t from) const noexcept;
   void mark(std::size_t bin, bool nonempty) noexcept;
+  // Builds the index and moves the list into it, or leaves the bins a list when memory is short.
+  void build_index() noexcept;
+  // Files a block in the index, keeping its cache_seq.
+  void file_in_index(Block* block) noexcept;
+  [[nodiscard]] Block* loose_best_fit(std::size_t size) const noexcept;
+  [[nodiscard]] Problem audit_list(std::vector<const Block*>& out) const;
+
+  // The size-class index (see above), built past kLooseLimit blocks.
+  struct Index {
+    std::uint64_t summary = 0;               // bit per word of words: non-zero
+    std::unique_ptr<std::uint64_t[]> words;  // bit per class: non-empty
+    std::unique_ptr<Block*[]> lists;         // small pool: one list per exact size, then a sentinel
+    std::unique_ptr<SizeTreap[]> trees;      // large pool: one tree per size class
+  };
+  // Small-pool blocks are at most one 2 MiB segment: 4096 exact classes (64 bitmap words).
+  static constexpr std::size_t kSmallBins = kSmallBuffer / kMinBlockSize;
+  static constexpr unsigned kSubBinBits = 4;       // 16 classes per power of two
+  static constexpr unsigned kFirstLargeLog2 = 20;  // 1 MiB
+  static constexpr std::size_t kLargeBins = (64 - kFirstLargeLog2) << kSubBinBits;
+  [[nodiscard]] std::size_t bins() const noexcept { return small_pool_ ? kSmallBins : kLargeBins; }
+  [[nodiscard]] std::size_t word_count() const noexcept { return (bins() + 63) / 64; }
 
   bool small_pool_;
-  std::size_t bins_;
   std::size_t count_ = 0;
   std::uint64_t next_seq_ = 0;
-  std::size_t word_count_;
-  // Until prepare(), these point at shared, constant, all-empty storage that is only ever read
-  // (insert() is the only writer, and it comes after prepare()); then at own_*.
-  Block** lists_;              // small pool: one list per exact size, then an empty sentinel
-  SizeTreap* trees_;           // large pool: one tree per size class
-  std::uint64_t* words_;       // bit per bin: non-empty
-  std::uint64_t summary_ = 0;  // bit per word of words_: non-zero
-  std::unique_ptr<Block*[]> own_lists_;
-  std::unique_ptr<SizeTreap[]> own_trees_;
-  std::unique_ptr<std::uint64_t[]> own_words_;
+  Block* loose_ = nullptr;        // unindexed: every block, most recently cached first
+  std::unique_ptr<Index> index_;  // null while the bins are a list
 };
 
 }  // namespace memscope::detail

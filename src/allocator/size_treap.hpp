@@ -52,6 +52,12 @@ class SizeTreap {
     return t;
   }
 
+  // The order of the tree, and of every best fit: smaller first, and among equal sizes the more
+  // recently cached (higher cache_seq) first.
+  [[nodiscard]] static bool before(const Block* a, const Block* b) noexcept {
+    return a->size < b->size || (a->size == b->size && a->cache_seq > b->cache_seq);
+  }
+
   // Calls f(Block*) for every block, smallest first.
   template <class F>
   void for_each(F&& f) const {
@@ -59,9 +65,6 @@ class SizeTreap {
   }
 
  private:
-  static bool before(const Block* a, const Block* b) noexcept {
-    return a->size < b->size || (a->size == b->size && a->cache_seq > b->cache_seq);
-  }
   static std::uint64_t priority(const Block* b) noexcept {
     std::uint64_t x = b->cache_seq + 0x9E3779B97F4A7C15ULL;  // splitmix64 finaliser
     x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;

@@ -68,37 +68,58 @@ Block* reference_fit(const std::vector<Block*>& cached, std::size_t size) {
   return best;
 }
 
-void check_bins_against_reference(bool small, std::size_t max_size, std::uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  FreeBins bins(small);
-  bins.prepare();
-  std::vector<Block> storage(4000);
-  std::vector<Block*> cached;
-  std::vector<Block*> spare;
-  for (Block& b : storage) spare.push_back(&b);
-  const auto random_size = [&] {
-    return std::uniform_int_distribution<std::size_t>(1, max_size / 512)(rng) * 512;
-  };
-  for (int step = 0; step < 50'000; ++step) {
-    if (!spare.empty() && (cached.empty() || rng() % 2 == 0)) {
-      Block* b = spare.back();
-      spare.pop_back();
-      b->size = random_size();
-      bins.insert(b);
-      cached.push_back(b);
-    } else {
-      const std::size_t want = random_size();
-      Block* expected = reference_fit(cached, want);
-      Block* got = bins.best_fit(want);
-      ASSERT_EQ(got == nullptr, expected == nullptr) << "step " << step;
-      if (got == nullptr) continue;
-      ASSERT_EQ(got->size, expected->size) << "step " << step;
-      ASSERT_EQ(got, expected) << "step " << step << ": not the most recently cached of its size";
+// Free bins beside the reference: blocks from a fixed store, the cached ones in insertion order.
+struct BinsBesideReference {
+  BinsBesideReference(bool small, std::size_t blocks) : bins(small), storage(blocks) {
+    for (Block& b : storage) spare.push_back(&b);
+  }
+  void cache(std::size_t size) {
+    Block* b = spare.back();
+    spare.pop_back();
+    b->size = size;
+    bins.insert(b);
+    cached.push_back(b);
+  }
+  // Takes the best fit for `want` out of both, or fails saying how they differ.
+  [[nodiscard]] ::testing::AssertionResult take(std::size_t want) {
+    Block* expected = reference_fit(cached, want);
+    Block* got = bins.best_fit(want);
+    if (got != expected) {
+      return ::testing::AssertionFailure()
+             << "best fit for " << want << ": a block of " << (got ? got->size : 0)
+             << " bytes, the reference's of " << (expected ? expected->size : 0)
+             << (got != nullptr && expected != nullptr && got->size == expected->size
+                     ? " (not the most recently cached of its size)"
+                     : "")
+             << (bins.indexed() ? ", indexed" : ", a list");
+    }
+    if (got != nullptr) {
       bins.remove(got);
       cached.erase(std::find(cached.begin(), cached.end(), got));
       spare.push_back(got);
     }
-    ASSERT_EQ(bins.count(), cached.size());
+    return ::testing::AssertionSuccess();
+  }
+
+  FreeBins bins;
+  std::vector<Block> storage;
+  std::vector<Block*> cached;
+  std::vector<Block*> spare;
+};
+
+void check_bins_against_reference(bool small, std::size_t max_size, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  BinsBesideReference t(small, 4000);
+  const auto random_size = [&] {
+    return std::uniform_int_distribution<std::size_t>(1, max_size / 512)(rng) * 512;
+  };
+  for (int step = 0; step < 50'000; ++step) {
+    if (!t.spare.empty() && (t.cached.empty() || rng() % 2 == 0)) {
+      t.cache(random_size());
+    } else {
+      ASSERT_TRUE(t.take(random_size())) << "step " << step;
+    }
+    ASSERT_EQ(t.bins.count(), t.cached.size());
   }
 }
 
@@ -114,11 +135,72 @@ TEST(FreeBinsTest, LargePoolCloseSizesMatchReference) {
   check_bins_against_reference(false, 3 * MiB, 3);  // many blocks share a size class
 }
 
+// Issue 29.5: bins hold no storage of their own until they pass kLooseLimit blocks, then index
+// them, and give the index back when they empty. A random walk around the threshold (and down
+// to empty now and then) must give the reference's best fit in both phases, visit blocks in
+// the same order, pass audit() after every step, and hold storage only while indexed.
+void check_bins_across_the_threshold(bool small, std::size_t max_size, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  BinsBesideReference t(small, 200);
+  FreeBins& bins = t.bins;
+  const std::vector<Block*>& cached = t.cached;
+  const auto random_size = [&] {
+    // Few distinct sizes, so equal sizes (the LIFO tie) are common.
+    return std::uniform_int_distribution<std::size_t>(1, 24)(rng) * (max_size / 24 / 512) * 512;
+  };
+  int indexed_steps = 0;
+  int list_steps = 0;
+  bool draining = false;
+  for (int step = 0; step < 30'000; ++step) {
+    if (step % 2000 == 1999) draining = true;
+    if (cached.empty()) draining = false;
+    const std::size_t limit = FreeBins::kLooseLimit;
+    const unsigned insert_odds = draining                    ? 0
+                                 : cached.size() < limit / 2 ? 80
+                                 : cached.size() > 2 * limit ? 20
+                                                             : 50;
+    if (!t.spare.empty() && rng() % 100 < insert_odds) {
+      t.cache(random_size());
+    } else {
+      ASSERT_TRUE(t.take(draining ? 0 : random_size())) << "step " << step;
+    }
+    std::vector<const Block*> held;
+    const FreeBins::Problem problem = bins.audit(held);
+    ASSERT_EQ(problem.what, nullptr) << "step " << step << ": " << problem.what;
+    ASSERT_EQ(held.size(), cached.size());
+    // for_each: every block, smallest first, the most recently cached first among equals.
+    std::vector<Block*> order;
+    bins.for_each(0, [&](Block* b) { order.push_back(b); });
+    ASSERT_EQ(order.size(), cached.size());
+    for (std::size_t i = 1; i < order.size(); ++i) {
+      ASSERT_TRUE(SizeTreap::before(order[i - 1], order[i]))
+          << "step " << step << " position " << i;
+    }
+    if (cached.size() > limit) {
+      ASSERT_TRUE(bins.indexed()) << "step " << step;
+    }
+    if (cached.empty()) {
+      ASSERT_FALSE(bins.indexed()) << "step " << step;
+    }
+    ASSERT_EQ(bins.storage_bytes() != 0, bins.indexed());
+    (bins.indexed() ? indexed_steps : list_steps) += 1;
+  }
+  EXPECT_GT(indexed_steps, 500);  // the walk spent time in both phases
+  EXPECT_GT(list_steps, 500);
+}
+
+TEST(FreeBinsTest, SmallPoolAcrossTheIndexThresholdMatchesReference) {
+  check_bins_across_the_threshold(true, 2 * MiB, 5);
+}
+
+TEST(FreeBinsTest, LargePoolAcrossTheIndexThresholdMatchesReference) {
+  check_bins_across_the_threshold(false, 200 * MiB, 6);
+}
+
 TEST(FreeBinsTest, LargePoolManySizesInOneClassMatchReference) {
   // Every block within one size class (3 MiB .. 3 MiB + 192 KiB): the case a list made linear.
   std::mt19937_64 rng(4);
   FreeBins bins(false);
-  bins.prepare();
   std::vector<Block> storage(20'000);
   std::vector<Block*> cached;
   for (Block& b : storage) {

@@ -269,6 +269,13 @@ MemoryStats CachingAllocator::stats() const {
   return core_->stats();
 }
 
+CachingAllocator::CurrentBytes CachingAllocator::current_bytes() const {
+  const std::lock_guard lock(mutex_);
+  // {allocated, reserved, active, requested}: exact without merging the front caches.
+  const auto now = core_->peak_counters();
+  return {.reserved = now[1], .allocated = now[0], .requested = now[3]};
+}
+
 std::map<std::string, std::int64_t> CachingAllocator::memory_stats() const {
   return stats().flatten();
 }

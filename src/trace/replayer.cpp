@@ -99,9 +99,8 @@ LoopState run_loop(const ReplayPlan& plan, CachingAllocator& allocator, Watch& w
       }
     }
     if (record_series) [[unlikely]] {
-      const MemoryStats s = allocator.stats();
-      result.series.push_back({s.reserved_bytes[kAll].current, s.allocated_bytes[kAll].current,
-                               s.requested_bytes[kAll].current});
+      const CachingAllocator::CurrentBytes now = allocator.current_bytes();  // O(1) in streams
+      result.series.push_back({now.reserved, now.allocated, now.requested});
     }
   }
   state.ops_run = i == n ? n : i + 1;

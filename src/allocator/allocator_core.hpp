@@ -228,6 +228,10 @@ class AllocatorCore {
                            detail::Block*& merged);
   std::size_t release_expandable_cached();
   void release_expandable_segment(detail::Segment* segment) noexcept;
+  // The ranges among `donors` that recycling left with no page mapped: their address ranges go
+  // back, and the pools of streams left without segments (but `keep`) go too.
+  void release_emptied_donors(const std::vector<detail::Segment*>& donors,
+                              const StreamPools& keep) noexcept;
   void count_mapped(detail::Segment* segment, std::int64_t bytes, std::int64_t ranges) noexcept;
   void count_split(const detail::Block* b, int sign) noexcept;  // inactive_split of cached b
   void record_mapping(TraceAction action, std::uintptr_t address, std::size_t bytes,

@@ -295,7 +295,7 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
 }
 
 inline Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
-  Block* block = bins.best_fit(rounded);
+  Block* block = tight_ ? bins.best_fit_lowest(rounded) : bins.best_fit(rounded);
   if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
     return nullptr;
   }
@@ -367,7 +367,16 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
   increase(stats_.reserved_bytes, small, signed_size(size));
   if (size >= config_.max_split_size) stats_.oversize_segments.increase(1);
   ++stats_.num_device_alloc;
+  note_reserved();
   return block;
+}
+
+void AllocatorCore::note_reserved() noexcept {
+  if (tight_ || config_.expandable_segments) return;
+  if (static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) < memory_limit_ / 2) return;
+  tight_ = true;
+  flush_recent();  // every stream's: from now on frees go to the bins
+  update_off_hot_path();
 }
 
 void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requested) {
@@ -422,7 +431,7 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
     increase(waiting_bytes_, block->small_pool(), signed_size(block->size));
     update_off_hot_path();
   }
-  if (block->pending_events == 0 &&
+  if (block->pending_events == 0 && !tight_ &&
       (!split_every_remainder_ || ((off_hot_path_ & kOffWaiting) == 0 && keeps_placement(block)))) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
@@ -561,6 +570,10 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 std::size_t AllocatorCore::empty_cache() {
   const std::size_t released = release_all_cached();
   mapped_high_water_ = mapped_;  // recycling's threshold starts again from what is left
+  if (tight_ && static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) < memory_limit_ / 2) {
+    tight_ = false;  // the front cache is back
+    update_off_hot_path();
+  }
   if (recording_events()) {
     recorder_->record(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   }
@@ -738,7 +751,7 @@ unsigned AllocatorCore::off_hot_path_now() const noexcept {
   // A block can wait with no event pending (recording its event failed), so both are looked at.
   const bool waiting = !pending_.empty() || waiting_[detail::kAllPools].current != 0;
   return hooks_ | (waiting ? kOffWaiting : 0U) | (rounds_to_divisions_ ? kOffDivisions : 0U) |
-         (config_.expandable_segments ? kOffExpandable : 0U);
+         (config_.expandable_segments ? kOffExpandable : 0U) | (tight_ ? kOffTight : 0U);
 }
 
 void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {

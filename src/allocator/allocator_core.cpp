@@ -286,6 +286,7 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
     block = reserve_segment(bytes, pools, small);
   }
   if (block == nullptr) {
+    enter_tight();  // at the limit: from now on PyTorch's placement (see tight_)
     // Last resort: wait for every stream, hand every cached segment back, and retry.
     release_all_cached();
     ++stats_.num_alloc_retries;
@@ -367,13 +368,11 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
   increase(stats_.reserved_bytes, small, signed_size(size));
   if (size >= config_.max_split_size) stats_.oversize_segments.increase(1);
   ++stats_.num_device_alloc;
-  note_reserved();
   return block;
 }
 
-void AllocatorCore::note_reserved() noexcept {
+void AllocatorCore::enter_tight() noexcept {
   if (tight_ || config_.expandable_segments) return;
-  if (static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) < memory_limit_ / 2) return;
   tight_ = true;
   flush_recent();  // every stream's: from now on frees go to the bins
   update_off_hot_path();

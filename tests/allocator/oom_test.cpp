@@ -48,16 +48,19 @@ TEST(OutOfMemory, FlushesOtherStreamsCacheAndRetries) {
   allocator.deallocate(b);
 }
 
-// Issue 25: near capacity (reserved at half the limit or more, fixed segments) frees go to the
+// Issue 25: at capacity (fixed segments, once a new segment has been refused) frees go to the
 // bins at once, merged, and best fit takes the lowest address among equal sizes, as PyTorch's
-// rules do; below it the front cache and the most-recent tie stay (the hit pair's 149
-// instructions). The same steps on a device twice as big show the difference.
-std::pair<void*, void*> lower_and_reused(std::size_t capacity) {
-  auto device = std::make_shared<SimulatedBackend>(capacity);
+// rules do; before, the front cache and the most-recent tie stay (the hit pair's 149
+// instructions). The same steps without the refusal show the difference.
+std::pair<void*, void*> lower_and_reused(bool refused_once) {
+  auto device = std::make_shared<SimulatedBackend>(200 * MiB);
   CachingAllocator allocator(device, AllocatorConfig{});
   void* a = allocator.allocate(40 * MiB);
   void* b = allocator.allocate(40 * MiB);
-  void* pad = allocator.allocate(30 * MiB);  // 110 MiB reserved
+  void* pad = allocator.allocate(30 * MiB);  // 110 of 200 MiB reserved
+  if (refused_once) {
+    EXPECT_THROW((void)allocator.allocate(100 * MiB), OutOfMemoryError);
+  }
   void* lower = std::min(a, b);
   allocator.deallocate(lower);  // the lower one first, so the most recent is the higher
   allocator.deallocate(std::max(a, b));
@@ -69,11 +72,11 @@ std::pair<void*, void*> lower_and_reused(std::size_t capacity) {
   return {lower, reused};
 }
 
-TEST(OutOfMemory, NearCapacityTiesGoToTheLowestAddress) {
-  const auto [lower, reused] = lower_and_reused(200 * MiB);  // 110 of 200 MiB: near capacity
+TEST(OutOfMemory, AtCapacityTiesGoToTheLowestAddress) {
+  const auto [lower, reused] = lower_and_reused(true);
   EXPECT_EQ(reused, lower);
-  const auto [lower_roomy, reused_roomy] = lower_and_reused(400 * MiB);  // 110 of 400 MiB
-  EXPECT_NE(reused_roomy, lower_roomy);                                  // the most recently freed
+  const auto [lower_roomy, reused_roomy] = lower_and_reused(false);
+  EXPECT_NE(reused_roomy, lower_roomy);  // the most recently freed
 }
 
 TEST(OutOfMemory, MessageStatesTheFiguresAndAHint) {

@@ -93,6 +93,8 @@ bench: build
 	@# Fragmentation on the corpus of real traces (MEMSCOPE_TRACES), 10 iterations each, default
 	@# and expandable beside PyTorch's rules: the table in docs/benchmarks.md.
 	@./build/bench/memscope_corpus_bench --iterations 10 --doc docs/benchmarks.md
+	@# At capacity: the smallest device each trace fits, memscope against PyTorch's rules.
+	@./build/bench/memscope_corpus_bench --capacity --iterations 10 --doc docs/benchmarks.md
 
 # Every libFuzzer target for FUZZ_SECONDS each (new inputs it finds go to build-fuzz/corpus-*).
 FUZZ_TARGETS := config size pickle rmm_log snapshot_json cli_json

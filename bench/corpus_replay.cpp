@@ -12,9 +12,13 @@
 // Between iterations what a step left live is freed (and allocated again by the next iteration's
 // starting set), in both memscope and the models.
 //
-// Usage: memscope_corpus_bench [--iterations N] [--doc docs/benchmarks.md] [trace...]
+// Usage: memscope_corpus_bench [--iterations N] [--capacity] [--doc docs/benchmarks.md] [trace...]
 //   --doc FILE: replace the text between "<!-- corpus-table:begin -->" and
 //   "<!-- corpus-table:end -->" in FILE with the table (make bench does).
+//   --capacity: instead, at capacity (issue 25): the smallest simulated device on which each
+//   trace replays without running out of memory, memscope's default rules against PyTorch's
+//   (bench/capacity_fit.hpp), for 1 iteration and for N back to back, on a 2 MiB grid; with
+//   --doc, into the "capacity-table" section.
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -28,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "capacity_fit.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/config.hpp"
 #include "memscope/errors.hpp"
@@ -72,13 +77,14 @@ std::string short_name(const std::filesystem::path& p) {
   return name;
 }
 
-void replace_section(const std::string& doc, const std::string& table) {
+void replace_section(const std::string& doc, const std::string& table,
+                     const std::string& section = "corpus-table") {
   std::ifstream in(doc);
   std::stringstream buffer;
   buffer << in.rdbuf();
   std::string text = buffer.str();
-  const std::string begin = "<!-- corpus-table:begin -->";
-  const std::string end = "<!-- corpus-table:end -->";
+  const std::string begin = "<!-- " + section + ":begin -->";
+  const std::string end = "<!-- " + section + ":end -->";
   const auto b = text.find(begin);
   const auto e = text.find(end);
   if (!in || b == std::string::npos || e == std::string::npos || e < b) {
@@ -89,20 +95,61 @@ void replace_section(const std::string& doc, const std::string& table) {
   std::ofstream(doc) << text;
 }
 
+std::string gb(std::size_t bytes) {
+  return bytes == 0 ? std::string("none") : fmt::format("{:.2f}", static_cast<double>(bytes) / 1e9);
+}
+
+// The at-capacity table (--capacity).
+std::string capacity_table(const std::vector<std::filesystem::path>& traces, int iterations,
+                           int& ok) {
+  std::string table = fmt::format(
+      "Smallest simulated device (GB, 10^9 bytes, on a 2 MiB grid) on which each trace replays "
+      "without running out of memory: 1 iteration, and {} back to back on the cache the earlier "
+      "ones left. memscope: its default rules (fit_capacity); PyTorch: the model of its default "
+      "rules with its at-capacity order (bench/torch_rules.hpp, TorchLimits). memscope ≤ PyTorch: "
+      "in both columns.\n\n"
+      "| trace | peak live | memscope, 1 | PyTorch, 1 | memscope, {} | PyTorch, {} | memscope ≤ "
+      "PyTorch |\n|---|---:|---:|---:|---:|---:|---|\n",
+      iterations, iterations, iterations);
+  ok = 0;
+  for (const auto& path : traces) {
+    try {
+      const memscope::TorchSnapshot snapshot = memscope::read_trace_file(path);
+      const std::vector<std::int64_t> devices = memscope::trace_devices(snapshot);
+      if (devices.empty()) continue;
+      const ReplayPlan plan = memscope::build_replay_plan(snapshot, devices.front());
+      const auto one = memscope::bench::fit_both(plan, 1);
+      const auto many = memscope::bench::fit_both(plan, iterations);
+      const auto le = [](std::size_t a, std::size_t b) { return a != 0 && (b == 0 || a <= b); };
+      const bool good = le(one.memscope, one.torch) && le(many.memscope, many.torch);
+      ok += good ? 1 : 0;
+      table += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", short_name(path),
+                           gb(plan.peak_live), gb(one.memscope), gb(one.torch), gb(many.memscope),
+                           gb(many.torch), good ? "yes" : "**no**");
+    } catch (const std::exception& e) {
+      table += fmt::format("| {} | unreadable: {} | | | | | |\n", short_name(path), e.what());
+    }
+  }
+  return table;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int iterations = 10;
   std::string doc;
+  bool capacity = false;
   std::vector<std::filesystem::path> traces;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--iterations" && i + 1 < argc) {
       iterations = std::max(2, std::atoi(argv[++i]));
+    } else if (arg == "--capacity") {
+      capacity = true;
     } else if (arg == "--doc" && i + 1 < argc) {
       doc = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
-      fmt::print("usage: {} [--iterations N] [--doc FILE] [trace...]\n", argv[0]);
+      fmt::print("usage: {} [--iterations N] [--capacity] [--doc FILE] [trace...]\n", argv[0]);
       return 0;
     } else {
       traces.emplace_back(arg);
@@ -115,6 +162,25 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();
+  if (capacity) {
+    int ok = 0;
+    std::string table = capacity_table(traces, iterations, ok);
+    table += fmt::format(
+        "\n{} traces from {}, in {:.1f} s: memscope ≤ PyTorch on {}.\n", traces.size(),
+        memscope::corpus::traces_dir().string(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ok);
+    fmt::print("{}", table);
+    if (!doc.empty()) {
+      try {
+        replace_section(doc, table, "capacity-table");
+        fmt::print("table written into {}\n", doc);
+      } catch (const memscope::Error& e) {
+        fmt::print(stderr, "{}\n", e.what());
+        return 2;
+      }
+    }
+    return 0;
+  }
   std::string table = fmt::format(
       "Each cell: peak reserved / peak live in iterations 1 / 2 / {} (worst of all {}); "
       "maps: map+unmap calls per 1,000 ops. Default ≤ PyTorch: memscope's default rules at or "

@@ -6,7 +6,10 @@
 //
 // <allocator> is memscope-host, memscope-sim, glibc, mimalloc or jemalloc (for jemalloc, run
 // with LD_PRELOAD=libjemalloc.so.2 so that it is the process malloc); memscope-host-expandable
-// and memscope-sim-expandable turn on expandable_segments, whose hit path must cost the same. Run
+// and memscope-sim-expandable turn on expandable_segments, whose hit path must cost the same;
+// memscope-sim-tight runs at capacity (a memory limit of 1.5 segments of the size, and a second
+// segment refused once: from then on every call takes the slow path with no front cache, issue
+// 25). Run
 // it with two pair counts and divide the difference in instructions by the difference in pairs:
 // start-up and warm-up cancel out. It also prints the loop's CPU time per pair; on a busy machine
 // the best of several runs is the closest to the code's own cost. docs/benchmarks.md lists the
@@ -26,6 +29,7 @@
 
 #include "bench_support.hpp"
 #include "instruction_counter.hpp"
+#include "memscope/errors.hpp"
 #include "peers.hpp"
 
 namespace {
@@ -65,7 +69,8 @@ int main(int argc, char** argv) {
   if (argc != 4) {
     std::fprintf(stderr,
                  "usage: %s <memscope-host|memscope-sim|memscope-host-expandable|"
-                 "memscope-sim-expandable|glibc|mimalloc|jemalloc> <bytes> <pairs>\n",
+                 "memscope-sim-expandable|memscope-sim-tight|glibc|mimalloc|jemalloc> <bytes> "
+                 "<pairs>\n",
                  argv[0]);
     return 2;
   }
@@ -73,9 +78,29 @@ int main(int argc, char** argv) {
   const std::size_t size = std::strtoull(argv[2], nullptr, 10);
   const long pairs = std::strtol(argv[3], nullptr, 10);
   if (name.starts_with("memscope-")) {
+    // Near capacity: the segment of `size` (2 MiB up to 1 MiB, 20 MiB up to 10 MiB, else the size
+    // in 2 MiB steps) is over half of a limit of 1.5 segments.
+    const std::size_t segment =
+        size <= (std::size_t{1} << 20) ? std::size_t{2} << 20
+        : size < (std::size_t{10} << 20)
+            ? std::size_t{20} << 20
+            : (size + (std::size_t{2} << 20) - 1) / (std::size_t{2} << 20) * (std::size_t{2} << 20);
+    const std::string config =
+        name.ends_with("-expandable") ? "expandable_segments:true"
+        : name.ends_with("-tight")
+            ? "memory_limit:" + std::to_string((segment / 2 * 3) >> 20) + "MiB"
+            : "";
     const auto allocator = memscope::bench::make_allocator(
-        name.starts_with("memscope-host") ? "host" : "sim:64GiB",
-        name.ends_with("-expandable") ? "expandable_segments:true" : "");
+        name.starts_with("memscope-host") ? "host" : "sim:64GiB", config);
+    if (name.ends_with("-tight")) {
+      // At the limit once: a second segment is refused, which is what turns the front cache off.
+      void* first = allocator->allocate(size);
+      try {
+        allocator->deallocate(allocator->allocate(segment));
+      } catch (const memscope::OutOfMemoryError&) {
+      }
+      allocator->deallocate(first);
+    }
     run_pairs(
         size, pairs, [&](std::size_t n) { return allocator->allocate(n); },
         [&](void* p) { allocator->deallocate(p); });

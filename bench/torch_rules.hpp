@@ -5,8 +5,22 @@
 // from segments rounded up to 2 MiB; best fit from a set ordered by (stream, size, address), so
 // ties go to the LOWEST ADDRESS; a found block is split when at least 512 B (small pool) or more
 // than 1 MiB (large pool) would remain, the allocation taking the low part; a freed block merges
-// with free neighbours in its segment. Nothing is ever released (the trace never runs out of
-// memory), and fresh segments get increasing addresses, as a bump allocator would give them.
+// with free neighbours in its segment. Fresh segments get increasing addresses, as a bump
+// allocator would give them (a released segment's addresses are not given out again).
+//
+// TorchLimits adds what PyTorch does at capacity (DeviceCachingAllocator::malloc): a memory limit
+// (the device's capacity: reserved bytes never exceed it) and max_split_size. On a miss whose new
+// segment would exceed the limit, in this order:
+//   1. release_available_cached_blocks (only when max_split_size is set): in the request's pool
+//      and stream, release the smallest cached whole segment of at least max(request,
+//      max_split_size) bytes; without one, release oversize (>= max_split_size) cached segments,
+//      largest first, until together they make that many bytes; retry if they did;
+//   2. release_cached_blocks: release every cached block that is a whole segment, both pools,
+//      every stream; retry (num_alloc_retries);
+//   3. out of memory: the run stops there (TorchRulesResult::ooms, first_oom_op).
+// With max_split_size, a block of at least that size is never split, a request below it is never
+// served by one, and a request at or above it only by a block less than 20 MiB bigger.
+// Without a limit nothing is ever released, as before.
 //
 // TieBreak::most_recent swaps only the tie rule for memscope's (most recently cached first), so
 // the two can be compared with everything else equal. Bench and test code only: the product's
@@ -32,34 +46,59 @@ namespace memscope::bench {
 
 enum class TieBreak { lowest_address, most_recent };
 
+struct TorchLimits {
+  static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
+  std::size_t memory_limit = kUnlimited;    // bytes of segments the device holds at most
+  std::size_t max_split_size = kUnlimited;  // PyTorch's max_split_size_mb, in bytes
+};
+
 struct TorchRulesResult {
   std::size_t peak_reserved = 0;
   std::size_t peak_allocated = 0;  // rounded block sizes
   std::size_t peak_requested = 0;
-  std::size_t segments = 0;    // all reserved, none released
-  std::size_t cache_hits = 0;  // allocations served from a cached block
-  std::size_t ties = 0;        // ... when another cached block of that same size was there too
+  std::size_t segments = 0;           // all reserved (some may have been released since)
+  std::size_t segments_released = 0;  // at capacity (TorchLimits)
+  std::size_t num_alloc_retries = 0;  // release_cached_blocks, then a retry
+  std::size_t ooms = 0;               // allocations refused (run() stops at its first)
+  std::size_t first_oom_op = 0;       // run(): the op refused, when ooms != 0
+  std::size_t cache_hits = 0;         // allocations served from a cached block
+  std::size_t ties = 0;  // ... when another cached block of that same size was there too
   std::vector<std::size_t> reserved_series;  // reserved bytes after each op
 };
 
 class TorchRulesReplayer {
  public:
-  explicit TorchRulesReplayer(TieBreak tie) : tie_(tie) {}
+  explicit TorchRulesReplayer(TieBreak tie, TorchLimits limits = {}) : tie_(tie), limits_(limits) {}
 
+  // Replays `plan` on what earlier runs left; stops at an allocation the limit refuses (ooms).
   [[nodiscard]] TorchRulesResult run(const ReplayPlan& plan) {
     result_.reserved_series.reserve(result_.reserved_series.size() + plan.ops.size());
-    for (const ReplayOp& op : plan.ops) {
-      if (op.is_free) {
-        const auto it = live_.find(op.addr);
-        if (it == live_.end()) throw std::logic_error("torch rules: free of a block not live");
-        release(it->second);
-        live_.erase(it);
-      } else {
-        live_[op.addr] = allocate(op.size, op.stream);
+    for (std::size_t i = 0; i < plan.ops.size(); ++i) {
+      if (!step(plan.ops[i])) {
+        result_.first_oom_op = i;
+        break;
       }
-      result_.reserved_series.push_back(reserved_);
     }
     return result_;
+  }
+  // One op; false when the allocation is refused (nothing changes then but the releases made
+  // trying, and ooms).
+  bool step(const ReplayOp& op) {
+    if (op.is_free) {
+      const auto it = live_.find(op.addr);
+      if (it == live_.end()) throw std::logic_error("torch rules: free of a block not live");
+      release(it->second);
+      live_.erase(it);
+    } else {
+      Block* b = allocate(op.size, op.stream);
+      if (b == nullptr) {
+        ++result_.ooms;
+        return false;
+      }
+      live_[op.addr] = b;
+    }
+    result_.reserved_series.push_back(reserved_);
+    return true;
   }
   // Frees what a run left live (a step's end), lowest recorded address first, so the plan can be
   // run again on the cache it left: the next iteration of a training loop.
@@ -69,6 +108,47 @@ class TorchRulesReplayer {
     live_.clear();
   }
   [[nodiscard]] std::size_t reserved_bytes() const noexcept { return reserved_; }
+  [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated_; }
+  [[nodiscard]] const TorchRulesResult& result() const noexcept { return result_; }
+
+  // The model's own bookkeeping, for tests: every segment's blocks tile it, free blocks are in
+  // their pool (and only those), no two free neighbours, allocated and reserved add up, and
+  // reserved is within the limit. Throws std::logic_error naming the first violation.
+  void check_invariants() const {
+    std::size_t reserved = 0;
+    std::size_t allocated = 0;
+    std::size_t free_blocks = 0;
+    for (const Block& first : storage_) {
+      if (first.prev != nullptr || first.gone) continue;  // segments start at a first block
+      std::uint64_t at = first.address;
+      for (const Block* b = &first; b != nullptr; b = b->next) {
+        if (b->address != at) throw std::logic_error("torch rules: blocks do not tile a segment");
+        if (b->next != nullptr && b->next->prev != b) throw std::logic_error("torch rules: links");
+        if (b->free && b->next != nullptr && b->next->free) {
+          throw std::logic_error("torch rules: two free neighbours not merged");
+        }
+        if (b->free) {
+          ++free_blocks;
+          const Pool& p = b->small ? small_ : large_;
+          const auto it = p.find(key(b));
+          if (it == p.end() || it->second != b) {
+            throw std::logic_error("torch rules: a free block is not in its pool");
+          }
+        } else {
+          allocated += b->size;
+        }
+        at += b->size;
+        reserved += b->size;
+      }
+    }
+    if (free_blocks != small_.size() + large_.size()) {
+      throw std::logic_error("torch rules: the pools hold blocks that are not free");
+    }
+    if (reserved != reserved_ || allocated != allocated_) {
+      throw std::logic_error("torch rules: reserved or allocated bytes do not add up");
+    }
+    if (reserved_ > limits_.memory_limit) throw std::logic_error("torch rules: over the limit");
+  }
 
  private:
   struct Block {
@@ -78,6 +158,7 @@ class TorchRulesReplayer {
     StreamId stream = kDefaultStream;
     bool small = false;
     bool free = false;
+    bool gone = false;      // its segment was released
     std::uint64_t tie = 0;  // its position among equal sizes, while free
     Block* prev = nullptr;  // neighbours in the segment
     Block* next = nullptr;
@@ -105,37 +186,110 @@ class TorchRulesReplayer {
   }
   void erase_free(Block* b) { pool(b).erase(key(b)); }
 
+  // get_free_block(): best fit in the pool and stream, within max_split_size's rules.
+  Block* take_free(Pool& p, std::size_t size, StreamId stream) {
+    const auto it = p.lower_bound(Key{stream, size, 0});
+    if (it == p.end() || std::get<0>(it->first) != stream) return nullptr;
+    const std::size_t found = std::get<1>(it->first);
+    const std::size_t limit = limits_.max_split_size;
+    if (size < limit && found >= limit) return nullptr;  // no oversize block for a small request
+    if (size >= limit && found >= size + kLargeBuffer) return nullptr;  // oversize, within 20 MiB
+    ++result_.cache_hits;
+    const auto after = std::next(it);
+    if (after != p.end() && std::get<0>(after->first) == stream &&
+        std::get<1>(after->first) == found) {
+      ++result_.ties;  // here the tie rule decides which block is used
+    }
+    Block* b = it->second;
+    p.erase(it);
+    return b;
+  }
+
+  // alloc_block(): a fresh segment, unless it would take reserved bytes past the limit.
+  Block* new_segment(std::size_t segment, StreamId stream, bool small) {
+    if (segment > limits_.memory_limit || reserved_ > limits_.memory_limit - segment) {
+      return nullptr;
+    }
+    Block* b = &storage_.emplace_back();
+    b->address = next_address_;
+    b->size = segment;
+    b->stream = stream;
+    b->small = small;
+    next_address_ += round_up(segment, kRoundLarge);
+    reserved_ += segment;
+    ++result_.segments;
+    result_.peak_reserved = std::max(result_.peak_reserved, reserved_);
+    return b;
+  }
+
+  // A cached block that is a whole segment goes back to the device.
+  void release_segment(Block* b) {
+    erase_free(b);
+    b->free = false;
+    b->gone = true;
+    reserved_ -= b->size;
+    ++result_.segments_released;
+  }
+  static bool whole(const Block* b) { return b->prev == nullptr && b->next == nullptr; }
+
+  // release_available_cached_blocks(): see the top of this file.
+  bool release_available(Pool& p, std::size_t size, StreamId stream) {
+    const std::size_t limit = limits_.max_split_size;
+    if (limit == TorchLimits::kUnlimited) return false;
+    const std::size_t wanted = std::max(size, limit);
+    auto it = p.lower_bound(Key{stream, wanted, 0});
+    if (it != p.end() && std::get<0>(it->first) == stream && whole(it->second)) {
+      release_segment(it->second);
+      return true;
+    }
+    std::vector<Block*> largest_first;  // this stream's oversize blocks, from the largest down
+    while (it != p.begin()) {
+      --it;
+      if (std::get<0>(it->first) != stream || std::get<1>(it->first) < limit) break;
+      largest_first.push_back(it->second);
+    }
+    std::size_t released = 0;
+    for (Block* b : largest_first) {
+      if (released >= wanted) break;
+      if (!whole(b)) continue;
+      released += b->size;
+      release_segment(b);
+    }
+    return released >= wanted;
+  }
+
+  // release_cached_blocks(): every cached whole segment, both pools, every stream.
+  void release_all_cached() {
+    for (Pool* p : {&large_, &small_}) {
+      std::vector<Block*> whole_segments;
+      for (const auto& [k, b] : *p) {
+        if (whole(b)) whole_segments.push_back(b);
+      }
+      for (Block* b : whole_segments) release_segment(b);
+    }
+  }
+
   Block* allocate(std::size_t requested, StreamId stream) {
     const std::size_t size = std::max(kMinBlock, round_up(requested, kMinBlock));
     const bool small = size <= kSmallSize;
     Pool& p = small ? small_ : large_;
-    Block* b = nullptr;
-    const auto it = p.lower_bound(Key{stream, size, 0});
-    if (it != p.end() && std::get<0>(it->first) == stream) {
-      ++result_.cache_hits;
-      const auto after = std::next(it);
-      if (after != p.end() && std::get<0>(after->first) == stream &&
-          std::get<1>(after->first) == std::get<1>(it->first)) {
-        ++result_.ties;  // here the tie rule decides which block is used
-      }
-      b = it->second;
-      p.erase(it);
-    } else {
+    Block* b = take_free(p, size, stream);
+    if (b == nullptr) {
       const std::size_t segment = small                   ? kSmallBuffer
                                   : size < kMinLargeAlloc ? kLargeBuffer
                                                           : round_up(size, kRoundLarge);
-      b = &storage_.emplace_back();
-      b->address = next_address_;
-      b->size = segment;
-      b->stream = stream;
-      b->small = small;
-      next_address_ += round_up(segment, kRoundLarge);
-      reserved_ += segment;
-      ++result_.segments;
-      result_.peak_reserved = std::max(result_.peak_reserved, reserved_);
+      b = new_segment(segment, stream, small);
+      if (b == nullptr && release_available(p, size, stream))
+        b = new_segment(segment, stream, small);
+      if (b == nullptr) {
+        release_all_cached();
+        ++result_.num_alloc_retries;
+        b = new_segment(segment, stream, small);
+      }
+      if (b == nullptr) return nullptr;
     }
     const std::size_t remaining = b->size - size;
-    if (small ? remaining >= kMinBlock : remaining > kSmallSize) {
+    if (small ? remaining >= kMinBlock : size < limits_.max_split_size && remaining > kSmallSize) {
       Block* rest = &storage_.emplace_back(*b);
       rest->address = b->address + size;
       rest->size = remaining;
@@ -176,6 +330,7 @@ class TorchRulesReplayer {
   }
 
   TieBreak tie_;
+  TorchLimits limits_;
   std::unordered_map<std::uint64_t, Block*> live_;  // recorded address -> block
   Pool small_;
   Pool large_;
@@ -188,8 +343,9 @@ class TorchRulesReplayer {
   TorchRulesResult result_;
 };
 
-[[nodiscard]] inline TorchRulesResult replay_torch_rules(const ReplayPlan& plan, TieBreak tie) {
-  return TorchRulesReplayer(tie).run(plan);
+[[nodiscard]] inline TorchRulesResult replay_torch_rules(const ReplayPlan& plan, TieBreak tie,
+                                                         TorchLimits limits = {}) {
+  return TorchRulesReplayer(tie, limits).run(plan);
 }
 
 }  // namespace memscope::bench

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string>
@@ -263,6 +264,9 @@ struct FitOptions {
   std::size_t precision = 2 * MiB;  // capacities tried are multiples of it
   // The largest capacity tried; 0: four times the peak reserved on an unlimited device.
   std::size_t max_capacity = 0;
+  // The plan replayed this many times back to back through one allocator, each time on the
+  // cache the earlier ones left (what a step left live is freed between): a training loop.
+  int iterations = 1;
 };
 
 // The smallest simulated device on which a plan replays without an out-of-memory error, found
@@ -285,6 +289,14 @@ struct FitResult {
 };
 
 [[nodiscard]] FitResult fit_capacity(const ReplayPlan& plan, const FitOptions& options = {});
+
+// fit_capacity()'s bisection for any replay, e.g. a model of another allocator's rules:
+// `fits(capacity)` says whether it runs on a device of that many bytes. Grid points are
+// multiples of `precision`; the last one below `lower_bound` is taken to fail without a call,
+// and `max_capacity` (rounded up to the grid) is tried first. config is left empty.
+[[nodiscard]] FitResult fit_by_bisection(std::size_t lower_bound, std::size_t max_capacity,
+                                         std::size_t precision,
+                                         const std::function<bool(std::size_t)>& fits);
 
 // ---- Comparing settings -------------------------------------------------------------------
 

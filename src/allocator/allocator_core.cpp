@@ -286,6 +286,7 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
     block = reserve_segment(bytes, pools, small);
   }
   if (block == nullptr) {
+    enter_tight();  // at the limit: from now on PyTorch's placement (see tight_)
     // Last resort: wait for every stream, hand every cached segment back, and retry.
     release_all_cached();
     // Streams left without segments go too, or every later retry walks them all again: near
@@ -299,7 +300,7 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
 }
 
 inline Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
-  Block* block = bins.best_fit(rounded);
+  Block* block = tight_ ? bins.best_fit_lowest(rounded) : bins.best_fit(rounded);
   if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
     return nullptr;
   }
@@ -374,6 +375,13 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
   return block;
 }
 
+void AllocatorCore::enter_tight() noexcept {
+  if (tight_ || config_.expandable_segments) return;
+  tight_ = true;
+  flush_recent();  // every stream's: from now on frees go to the bins
+  update_off_hot_path();
+}
+
 void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requested) {
   const bool small = block->small_pool();
   live_.insert(block->address, block);  // cannot fail: allocate() reserved the slot
@@ -426,7 +434,7 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
     increase(waiting_bytes_, block->small_pool(), signed_size(block->size));
     update_off_hot_path();
   }
-  if (block->pending_events == 0 &&
+  if (block->pending_events == 0 && !tight_ &&
       (!split_every_remainder_ || ((off_hot_path_ & kOffWaiting) == 0 && keeps_placement(block)))) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
@@ -565,6 +573,10 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 std::size_t AllocatorCore::empty_cache() {
   const std::size_t released = release_all_cached();
   mapped_high_water_ = mapped_;  // recycling's threshold starts again from what is left
+  if (tight_ && static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) < memory_limit_ / 2) {
+    tight_ = false;  // the front cache is back
+    update_off_hot_path();
+  }
   if (recording_events()) {
     recorder_->record(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   }
@@ -742,7 +754,7 @@ unsigned AllocatorCore::off_hot_path_now() const noexcept {
   // A block can wait with no event pending (recording its event failed), so both are looked at.
   const bool waiting = !pending_.empty() || waiting_[detail::kAllPools].current != 0;
   return hooks_ | (waiting ? kOffWaiting : 0U) | (rounds_to_divisions_ ? kOffDivisions : 0U) |
-         (config_.expandable_segments ? kOffExpandable : 0U);
+         (config_.expandable_segments ? kOffExpandable : 0U) | (tight_ ? kOffTight : 0U);
 }
 
 void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {

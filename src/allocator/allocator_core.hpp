@@ -256,17 +256,30 @@ class AllocatorCore {
   // Besides hooks: events are pending or blocks wait for them (the hot path would have to look
   // at them first); sizes round to divisions; segments are expandable (the free then tests
   // kOffFreeingExpandable and keeps_placement_alone(); a hit needs no more care than with fixed
-  // segments, so reuse() ignores the bit).
+  // segments, so reuse() ignores the bit); near capacity (tight_): the front cache is bypassed.
   enum OffHotPath : unsigned {
     kOffWaiting = 4U,
     kOffDivisions = 8U,
     kOffExpandable = 16U,
-    kOffFreeing = kHookWindows | kHookRecord | kOffExpandable,  // what file_if_hot() tests
-    kOffReusing = ~kOffExpandable,                              // what reuse() tests
+    kOffTight = 32U,
+    kOffFreeing = kHookWindows | kHookRecord | kOffExpandable | kOffTight,  // file_if_hot()
+    kOffReusing = ~kOffExpandable,                                          // reuse()
     // file_if_hot()'s second test, with expandable segments (with keeps_placement_alone()):
-    // hooks, and blocks waiting, whose caching later could change what best fit finds.
-    kOffFreeingExpandable = kHookWindows | kHookRecord | kOffWaiting,
+    // hooks, and blocks waiting, whose caching later could change what best fit finds (and
+    // kOffTight, so that a tight allocator never files a block there).
+    kOffFreeingExpandable = kHookWindows | kHookRecord | kOffWaiting | kOffTight,
   };
+  // At capacity (issue 25): with fixed segments, once a new segment has been refused (the
+  // memory limit or the device is full, and cached segments are about to be released), every
+  // free goes to the bins, merged at once, and best fit takes the lowest address among blocks of
+  // its size, as PyTorch's rules do: the front cache's unmerged blocks and most-recent ties made
+  // the smallest device that fits bigger than PyTorch's. Entering it when reserved passed half
+  // the limit fitted all 15 traces of the corpus within PyTorch's (at the limit: 12, each
+  // within 0.03 GB), but a job that reserves more than half the device, most training jobs,
+  // then paid 600-800 instructions per hit pair instead of 149. Set by allocate_segment() before
+  // its release-and-retry, cleared by empty_cache() below half the limit.
+  void enter_tight() noexcept;
+  bool tight_ = false;
   [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path_ must be
   void update_off_hot_path() noexcept { off_hot_path_ = off_hot_path_now(); }
   void update_hooks() noexcept;

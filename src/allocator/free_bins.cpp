@@ -151,6 +151,39 @@ Block* FreeBins::best_fit(std::size_t size) const noexcept {
   return found < bins() ? index_->trees[found].smallest() : nullptr;
 }
 
+Block* FreeBins::best_fit_lowest(std::size_t size) const noexcept {
+  Block* const first = best_fit(size);
+  if (first == nullptr) return nullptr;
+  Block* lowest = first;
+  const auto consider = [&lowest](Block* b) {
+    if (b->address < lowest->address) lowest = b;
+  };
+  if (!indexed()) {
+    std::size_t seen = 0;
+    for (Block* b = loose_; b != nullptr && seen < kLowestOf; b = b->bin_next) {
+      if (b->size == first->size) {
+        consider(b);
+        ++seen;
+      }
+    }
+    return lowest;
+  }
+  if (small_pool_) {  // an exact class: every block in the list has first's size
+    std::size_t seen = 1;
+    for (Block* b = first->bin_next; b != nullptr && seen < kLowestOf; b = b->bin_next, ++seen) {
+      consider(b);
+    }
+    return lowest;
+  }
+  const SizeTreap& tree = index_->trees[first->bin];
+  std::size_t seen = 1;
+  for (Block* b = tree.after(first); b != nullptr && b->size == first->size && seen < kLowestOf;
+       b = tree.after(b), ++seen) {
+    consider(b);
+  }
+  return lowest;
+}
+
 Block* FreeBins::loose_best_fit(std::size_t size) const noexcept {
   // Newest first: a strictly smaller size replaces the best, so among equals the newest stays.
   Block* best = nullptr;

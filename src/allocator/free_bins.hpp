@@ -46,6 +46,11 @@ class FreeBins {
   void remove(Block* block) noexcept;
   // The best-fitting block for `size` bytes, left in place, or nullptr.
   [[nodiscard]] Block* best_fit(std::size_t size) const noexcept;
+  // The same size of block, but among blocks of that size the one at the lowest address (as
+  // PyTorch's rules choose) of the first kLowestOf in best-fit order: the allocator near
+  // capacity (AllocatorCore::tight_).
+  static constexpr std::size_t kLowestOf = 64;
+  [[nodiscard]] Block* best_fit_lowest(std::size_t size) const noexcept;
 
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
   // Whether the size-class index is built, and the bytes it holds (0 while the bins are a list).

@@ -46,6 +46,19 @@ class SizeTreap {
     }
     return best;
   }
+  // The block ordered right after `b` (which must be in the tree), or null.
+  [[nodiscard]] Block* after(const Block* b) const noexcept {
+    Block* best = nullptr;
+    for (Block* t = root_; t != nullptr;) {
+      if (before(b, t)) {
+        best = t;
+        t = t->bin_prev;
+      } else {
+        t = t->bin_next;
+      }
+    }
+    return best;
+  }
   [[nodiscard]] Block* smallest() const noexcept {
     Block* t = root_;
     while (t != nullptr && t->bin_prev != nullptr) t = t->bin_prev;

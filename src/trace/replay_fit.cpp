@@ -5,11 +5,13 @@
 #include <exception>
 #include <future>
 #include <limits>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "memscope/errors.hpp"
+#include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 
 namespace memscope {
@@ -20,27 +22,68 @@ constexpr std::size_t kUnlimited = std::size_t{1} << 60;
 
 }  // namespace
 
+FitResult fit_by_bisection(std::size_t lower_bound, std::size_t max_capacity, std::size_t precision,
+                           const std::function<bool(std::size_t)>& fits) {
+  if (precision == 0) {
+    throw UsageError("fit_capacity: precision is 0 bytes; pass a positive size such as 2MiB");
+  }
+  const std::size_t p = precision;
+  FitResult fit;
+  fit.precision = p;
+  fit.lower_bound = lower_bound;
+  const auto probe = [&](std::size_t capacity) {
+    const bool ok = fits(capacity);
+    fit.probes.emplace_back(capacity, ok);
+    return ok;
+  };
+  // Grid points k * p. Below the lower bound nothing fits (allocations are never smaller than
+  // requested), so the last grid point under it is a known failure without a replay.
+  std::size_t lo = lower_bound == 0 ? 0 : (lower_bound - 1) / p;
+  std::size_t hi = std::max<std::size_t>(max_capacity / p + (max_capacity % p != 0 ? 1 : 0), 1);
+  hi = std::max(hi, lo + 1);
+  fit.max_capacity = hi * p;
+  if (!probe(hi * p)) return fit;  // fits stays false: nothing up to max_capacity
+  while (hi - lo > 1) {
+    const std::size_t mid = lo + (hi - lo) / 2;
+    (probe(mid * p) ? hi : lo) = mid;
+  }
+  fit.fits = true;
+  fit.capacity = hi * p;
+  return fit;
+}
+
+namespace {
+
+// Whether `plan`, replayed `iterations` times back to back through one allocator on a simulated
+// device of `capacity` bytes, never runs out of memory.
+bool fits_iterations(const ReplayPlan& plan, const AllocatorConfig& config, std::size_t capacity,
+                     int iterations) {
+  if (iterations <= 1) {
+    ReplayOptions o;
+    o.config = config;
+    o.capacity = capacity;
+    o.stop_at_first_oom = true;  // one refusal decides it: the rest need not run
+    return replay(plan, o).num_ooms == 0;
+  }
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(capacity), config);
+  for (int i = 0; i < iterations; ++i) {
+    const ReplayResult r = replay(plan, allocator);
+    for (void* ptr : r.live_pointers) allocator.deallocate(ptr);
+    if (r.num_ooms != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 FitResult fit_capacity(const ReplayPlan& plan, const FitOptions& options) {
   if (options.precision == 0) {
     throw UsageError("fit_capacity: precision is 0 bytes; pass a positive size such as 2MiB");
   }
-  const std::size_t p = options.precision;
-  FitResult fit;
-  fit.config = options.config.to_string();
-  fit.precision = p;
-  fit.lower_bound = plan.peak_live;
-  const auto fits = [&](std::size_t capacity) {
-    ReplayOptions o;
-    o.config = options.config;
-    o.capacity = capacity;
-    o.stop_at_first_oom = true;  // one refusal decides it: the rest need not run
-    const bool ok = replay(plan, o).num_ooms == 0;
-    fit.probes.emplace_back(capacity, ok);
-    return ok;
-  };
-
   std::size_t max_capacity = options.max_capacity;
   if (max_capacity == 0) {
+    // Unlimited, the later iterations reserve no more than the first's peak and what the
+    // cache it left holds; four times the first's peak covers them with room to spare.
     ReplayOptions o;
     o.config = options.config;
     o.capacity = kUnlimited;
@@ -49,19 +92,10 @@ FitResult fit_capacity(const ReplayPlan& plan, const FitOptions& options) {
         static_cast<std::size_t>(std::max<std::int64_t>(unlimited.peak_reserved, 0));
     max_capacity = reserved > kUnlimited / 4 ? kUnlimited : 4 * reserved;
   }
-  // Grid points k * p. Below the peak live bytes nothing fits (allocations are never smaller
-  // than requested), so the last grid point under it is a known failure without a replay.
-  std::size_t lo = plan.peak_live == 0 ? 0 : (plan.peak_live - 1) / p;
-  std::size_t hi = std::max<std::size_t>(max_capacity / p + (max_capacity % p != 0 ? 1 : 0), 1);
-  hi = std::max(hi, lo + 1);
-  fit.max_capacity = hi * p;
-  if (!fits(hi * p)) return fit;  // fits stays false: nothing up to max_capacity
-  while (hi - lo > 1) {
-    const std::size_t mid = lo + (hi - lo) / 2;
-    (fits(mid * p) ? hi : lo) = mid;
-  }
-  fit.fits = true;
-  fit.capacity = hi * p;
+  FitResult fit = fit_by_bisection(
+      plan.peak_live, max_capacity, options.precision,
+      [&](std::size_t c) { return fits_iterations(plan, options.config, c, options.iterations); });
+  fit.config = options.config.to_string();
   return fit;
 }
 

@@ -2,6 +2,7 @@
 // content, observers, and an allocator that keeps working afterwards.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -45,6 +46,37 @@ TEST(OutOfMemory, FlushesOtherStreamsCacheAndRetries) {
   EXPECT_EQ(s.num_device_free, 1);
   EXPECT_EQ(s.num_sync_all_streams, 1);
   allocator.deallocate(b);
+}
+
+// Issue 25: at capacity (fixed segments, once a new segment has been refused) frees go to the
+// bins at once, merged, and best fit takes the lowest address among equal sizes, as PyTorch's
+// rules do; before, the front cache and the most-recent tie stay (the hit pair's 149
+// instructions). The same steps without the refusal show the difference.
+std::pair<void*, void*> lower_and_reused(bool refused_once) {
+  auto device = std::make_shared<SimulatedBackend>(200 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  void* a = allocator.allocate(40 * MiB);
+  void* b = allocator.allocate(40 * MiB);
+  void* pad = allocator.allocate(30 * MiB);  // 110 of 200 MiB reserved
+  if (refused_once) {
+    EXPECT_THROW((void)allocator.allocate(100 * MiB), OutOfMemoryError);
+  }
+  void* lower = std::min(a, b);
+  allocator.deallocate(lower);  // the lower one first, so the most recent is the higher
+  allocator.deallocate(std::max(a, b));
+  EXPECT_TRUE(testing::allocator_consistent(allocator));
+  void* reused = allocator.allocate(40 * MiB);
+  EXPECT_TRUE(testing::allocator_consistent(allocator));
+  allocator.deallocate(reused);
+  allocator.deallocate(pad);
+  return {lower, reused};
+}
+
+TEST(OutOfMemory, AtCapacityTiesGoToTheLowestAddress) {
+  const auto [lower, reused] = lower_and_reused(true);
+  EXPECT_EQ(reused, lower);
+  const auto [lower_roomy, reused_roomy] = lower_and_reused(false);
+  EXPECT_NE(reused_roomy, lower_roomy);  // the most recently freed
 }
 
 TEST(OutOfMemory, MessageStatesTheFiguresAndAHint) {

@@ -1,0 +1,71 @@
+// Would it fit, memscope against PyTorch's rules (issue 25, at capacity): the smallest simulated
+// device on which a plan replays N iterations back to back without running out of memory,
+//   - for memscope: fit_capacity() (src/trace/replay_fit.cpp, what `memscope replay --fit` runs):
+//     a CachingAllocator on a simulated device of that capacity, its default rules (or
+//     `config`), which at the limit release cached segments and retry;
+//   - for PyTorch's default rules: the model in torch_rules.hpp with TorchLimits{capacity},
+//     which releases cached blocks and retries in PyTorch's order,
+// both by the same bisection (fit_by_bisection()) over multiples of `grid` (2 MiB by default), up
+// to the same largest capacity: four times the larger of their peaks reserved on an unlimited
+// device. Neither allocator's behaviour is monotonic in capacity, so the answer is "fits here,
+// not one grid step below", as fit_capacity() documents.
+// Bench and test code (memscope_corpus_bench --capacity, tests/trace/torch_rules_capacity_test).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+
+#include "memscope/config.hpp"
+#include "memscope/replay.hpp"
+#include "memscope/units.hpp"
+#include "torch_rules.hpp"
+
+namespace memscope::bench {
+
+struct CapacityFit {
+  std::size_t memscope = 0;  // smallest capacity found; 0 when nothing up to the bound fits
+  std::size_t torch = 0;
+  std::size_t max_capacity = 0;
+};
+
+// Whether PyTorch's rules (the model) replay `plan` `iterations` times on `capacity` bytes.
+[[nodiscard]] inline bool torch_rules_fit(const ReplayPlan& plan, std::size_t capacity,
+                                          int iterations,
+                                          std::size_t max_split_size = TorchLimits::kUnlimited) {
+  TorchRulesReplayer model(TieBreak::lowest_address, {capacity, max_split_size});
+  for (int i = 0; i < iterations; ++i) {
+    if (model.run(plan).ooms != 0) return false;
+    model.release_all();
+  }
+  return true;
+}
+
+[[nodiscard]] inline CapacityFit fit_both(const ReplayPlan& plan, int iterations,
+                                          const std::string& config = "",
+                                          std::size_t grid = 2 * MiB) {
+  // The bound: unlimited, neither releases anything, and later iterations reserve about what
+  // the first did (the steady-state figures); four times the larger peak leaves room for them.
+  ReplayOptions unlimited;
+  unlimited.config = AllocatorConfig::parse(config);
+  unlimited.capacity = std::size_t{1} << 60;
+  const auto ours =
+      static_cast<std::size_t>(std::max<std::int64_t>(replay(plan, unlimited).peak_reserved, 0));
+  const std::size_t theirs = replay_torch_rules(plan, TieBreak::lowest_address).peak_reserved;
+  CapacityFit out;
+  out.max_capacity = 4 * std::max(ours, theirs);
+  FitOptions o;
+  o.config = unlimited.config;
+  o.precision = grid;
+  o.max_capacity = out.max_capacity;
+  o.iterations = iterations;
+  const FitResult m = fit_capacity(plan, o);
+  out.memscope = m.fits ? m.capacity : 0;
+  const FitResult t = fit_by_bisection(plan.peak_live, out.max_capacity, grid, [&](std::size_t c) {
+    return torch_rules_fit(plan, c, iterations);
+  });
+  out.torch = t.fits ? t.capacity : 0;
+  return out;
+}
+
+}  // namespace memscope::bench

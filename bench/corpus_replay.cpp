@@ -28,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -99,6 +100,14 @@ std::string gb(std::size_t bytes) {
   return bytes == 0 ? std::string("none") : fmt::format("{:.2f}", static_cast<double>(bytes) / 1e9);
 }
 
+// The replay plan of a trace's first device; none for a trace without devices.
+std::optional<ReplayPlan> first_device_plan(const std::filesystem::path& path) {
+  const memscope::TorchSnapshot snapshot = memscope::read_trace_file(path);
+  const std::vector<std::int64_t> devices = memscope::trace_devices(snapshot);
+  if (devices.empty()) return std::nullopt;
+  return memscope::build_replay_plan(snapshot, devices.front());
+}
+
 // The at-capacity table (--capacity).
 std::string capacity_table(const std::vector<std::filesystem::path>& traces, int iterations,
                            int& ok) {
@@ -114,10 +123,9 @@ std::string capacity_table(const std::vector<std::filesystem::path>& traces, int
   ok = 0;
   for (const auto& path : traces) {
     try {
-      const memscope::TorchSnapshot snapshot = memscope::read_trace_file(path);
-      const std::vector<std::int64_t> devices = memscope::trace_devices(snapshot);
-      if (devices.empty()) continue;
-      const ReplayPlan plan = memscope::build_replay_plan(snapshot, devices.front());
+      const std::optional<ReplayPlan> first = first_device_plan(path);
+      if (!first) continue;
+      const ReplayPlan& plan = *first;
       const auto one = memscope::bench::fit_both(plan, 1);
       const auto many = memscope::bench::fit_both(plan, iterations);
       const auto le = [](std::size_t a, std::size_t b) { return a != 0 && (b == 0 || a <= b); };
@@ -194,10 +202,9 @@ int main(int argc, char** argv) {
   int expandable_ok = 0;
   for (const auto& path : traces) {
     try {
-      const memscope::TorchSnapshot snapshot = memscope::read_trace_file(path);
-      const std::vector<std::int64_t> devices = memscope::trace_devices(snapshot);
-      if (devices.empty()) continue;
-      const ReplayPlan plan = memscope::build_replay_plan(snapshot, devices.front());
+      const std::optional<ReplayPlan> first = first_device_plan(path);
+      if (!first) continue;
+      const ReplayPlan& plan = *first;
       const Series ours = memscope::bench::memscope_steady_state(plan, "", iterations);
       memscope::bench::TorchRulesReplayer torch(memscope::bench::TieBreak::lowest_address);
       const Series theirs = memscope::bench::model_steady_state(plan, torch, iterations);

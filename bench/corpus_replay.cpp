@@ -41,6 +41,7 @@
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
+#include "multi_stream_plan.hpp"
 #include "steady_state.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
@@ -200,38 +201,44 @@ int main(int argc, char** argv) {
       iterations, iterations, iterations);
   int default_ok = 0;
   int expandable_ok = 0;
+  const auto add_row = [&](const std::string& name, const ReplayPlan& plan) {
+    const Series ours = memscope::bench::memscope_steady_state(plan, "", iterations);
+    memscope::bench::TorchRulesReplayer torch(memscope::bench::TieBreak::lowest_address);
+    const Series theirs = memscope::bench::model_steady_state(plan, torch, iterations);
+    const Series ours_x =
+        memscope::bench::memscope_steady_state(plan, "expandable_segments:true", iterations);
+    memscope::bench::TorchExpandableReplayer torch_x;
+    Series theirs_x = memscope::bench::model_steady_state(plan, torch_x, iterations);
+    theirs_x.maps_per_1k =
+        1000.0 * static_cast<double>(torch_x.result().map_calls) /
+        static_cast<double>(plan.ops.size() * static_cast<std::size_t>(iterations));
+    const bool d_ok = never_above(ours, theirs);
+    const bool x_ok = expandable_goal(ours_x);
+    default_ok += d_ok ? 1 : 0;
+    expandable_ok += x_ok ? 1 : 0;
+    table += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} | {:.2f} | {} |\n", name,
+                         plan.ops.size(), figures(ours), figures(theirs), d_ok ? "yes" : "**no**",
+                         figures(ours_x), ours_x.maps_per_1k, figures(theirs_x),
+                         theirs_x.maps_per_1k, x_ok ? "met" : "**missed**");
+  };
   for (const auto& path : traces) {
     try {
       const std::optional<ReplayPlan> first = first_device_plan(path);
-      if (!first) continue;
-      const ReplayPlan& plan = *first;
-      const Series ours = memscope::bench::memscope_steady_state(plan, "", iterations);
-      memscope::bench::TorchRulesReplayer torch(memscope::bench::TieBreak::lowest_address);
-      const Series theirs = memscope::bench::model_steady_state(plan, torch, iterations);
-      const Series ours_x =
-          memscope::bench::memscope_steady_state(plan, "expandable_segments:true", iterations);
-      memscope::bench::TorchExpandableReplayer torch_x;
-      Series theirs_x = memscope::bench::model_steady_state(plan, torch_x, iterations);
-      theirs_x.maps_per_1k =
-          1000.0 * static_cast<double>(torch_x.result().map_calls) /
-          static_cast<double>(plan.ops.size() * static_cast<std::size_t>(iterations));
-      const bool d_ok = never_above(ours, theirs);
-      const bool x_ok = expandable_goal(ours_x);
-      default_ok += d_ok ? 1 : 0;
-      expandable_ok += x_ok ? 1 : 0;
-      table += fmt::format("| {} | {} | {} | {} | {} | {} | {:.2f} | {} | {:.2f} | {} |\n",
-                           short_name(path), plan.ops.size(), figures(ours), figures(theirs),
-                           d_ok ? "yes" : "**no**", figures(ours_x), ours_x.maps_per_1k,
-                           figures(theirs_x), theirs_x.maps_per_1k, x_ok ? "met" : "**missed**");
+      if (first) add_row(short_name(path), *first);
     } catch (const std::exception& e) {
       table += fmt::format("| {} | unreadable: {} | | | | | | | | |\n", short_name(path), e.what());
     }
   }
+  // Several streams (the corpus has one each): made-up training steps, bench/multi_stream_plan.hpp.
+  for (const std::uint64_t seed : {1U, 2U, 3U}) {
+    add_row(fmt::format("synthetic 3-stream training step (seed {})", seed),
+            memscope::bench::three_stream_training_step(seed));
+  }
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   table += fmt::format(
-      "\n{} traces from {}, {} iterations each, in {:.1f} s: default ≤ PyTorch on {}, "
-      "expandable goal met on {}.\n",
+      "\n{} traces from {} and 3 synthetic, {} iterations each, in {:.1f} s: default ≤ PyTorch "
+      "on {}, expandable goal met on {}.\n",
       traces.size(), memscope::corpus::traces_dir().string(), iterations, seconds, default_ok,
       expandable_ok);
   fmt::print("{}", table);

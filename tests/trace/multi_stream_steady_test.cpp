@@ -1,0 +1,66 @@
+// Several streams in the steady state (issue 25): the corpus of real traces has one stream each,
+// so made-up training steps on three streams (bench/multi_stream_plan.hpp: compute, prefetch,
+// gradient buckets) are replayed 10 times back to back, memscope's default rules beside the
+// model of PyTorch's (bench/torch_rules.hpp). Each stream has its own pools in both, and free
+// memory of one stream serves another only once the cache is released.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <set>
+
+#include "memscope/replay.hpp"
+#include "multi_stream_plan.hpp"
+#include "steady_state.hpp"
+#include "torch_expandable_rules.hpp"
+#include "torch_rules.hpp"
+
+namespace memscope {
+namespace {
+
+TEST(MultiStreamSteadyState, PlansUseThreeStreamsAndBalance) {
+  const ReplayPlan plan = bench::three_stream_training_step(7);
+  std::set<StreamId> streams;
+  std::int64_t live = 0;
+  for (const ReplayOp& op : plan.ops) {
+    streams.insert(op.stream);
+    live += op.is_free ? -static_cast<std::int64_t>(op.size) : static_cast<std::int64_t>(op.size);
+    ASSERT_GE(live, 0);
+  }
+  EXPECT_EQ(streams.size(), 3U);
+  EXPECT_EQ(static_cast<std::size_t>(live), plan.live_at_end);
+  EXPECT_GT(plan.peak_live, plan.live_at_end);
+}
+
+TEST(MultiStreamSteadyState, DefaultRulesNeverReserveMoreThanPyTorchs) {
+  for (const std::uint64_t seed : {1U, 2U, 3U, 4U, 5U, 6U}) {
+    SCOPED_TRACE(seed);
+    const ReplayPlan plan = bench::three_stream_training_step(seed);
+    const bench::SteadyState ours = bench::memscope_steady_state(plan, "", 10);
+    bench::TorchRulesReplayer torch(bench::TieBreak::lowest_address);
+    const bench::SteadyState theirs = bench::model_steady_state(plan, torch, 10);
+    ASSERT_EQ(ours.ratios.size(), theirs.ratios.size());
+    for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
+      EXPECT_LE(ours.ratios[i], theirs.ratios[i] + 0.00005) << "iteration " << i + 1;
+    }
+  }
+}
+
+TEST(MultiStreamSteadyState, ExpandableSegmentsNeverReserveMoreThanPyTorchsExpandableRules) {
+  // The issue's goal, 1.003, is missed here (1.07-1.12: one range per stream, and free pages
+  // move between streams only at the limit; docs/benchmarks.md); PyTorch's expandable rules
+  // reserve more still.
+  for (const std::uint64_t seed : {1U, 2U, 3U, 4U, 5U, 6U}) {
+    SCOPED_TRACE(seed);
+    const ReplayPlan plan = bench::three_stream_training_step(seed);
+    const bench::SteadyState ours =
+        bench::memscope_steady_state(plan, "expandable_segments:true", 10);
+    bench::TorchExpandableReplayer torch;
+    const bench::SteadyState theirs = bench::model_steady_state(plan, torch, 10);
+    for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
+      EXPECT_LE(ours.ratios[i], theirs.ratios[i] + 0.00005) << "iteration " << i + 1;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace memscope

@@ -58,12 +58,4 @@ class HostPeakDomain {
 [[nodiscard]] std::shared_ptr<HostPeakDomain> sampling_domain(int pid,
                                                               std::chrono::microseconds interval);
 
-// The process-lifetime peak RSS of this process that memscope has seen: every value of the
-// kernel's high-water mark read just before memscope reset it, and every VmHWM and VmRSS read.
-// Lock-free; a forked child starts from zero. process_peak_rss() reads it.
-void note_self_peak(std::int64_t bytes) noexcept;
-
-// Message for a process that can no longer be read.
-[[noreturn]] void throw_process_gone(int pid, const char* file);
-
 }  // namespace memscope::detail

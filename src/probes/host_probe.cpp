@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 
@@ -14,6 +13,7 @@
 #include "probes/fork_guard.hpp"
 #include "probes/host_peak_domain.hpp"
 #include "probes/proc_files.hpp"
+#include "probes/self_peak.hpp"
 
 namespace memscope {
 namespace {
@@ -37,41 +37,9 @@ int open_or_throw(int pid, const char* name) {
   return fd.release();
 }
 
-// The process-lifetime peak noted so far; a forked child starts from zero (its ru_maxrss does).
-class SelfPeak final : private detail::ForkHooks {
- public:
-  SelfPeak() { detail::add_fork_hooks(detail::ForkLevel::probe, *this); }
-  SelfPeak(const SelfPeak&) = delete;
-  SelfPeak& operator=(const SelfPeak&) = delete;
-  ~SelfPeak() override { detail::remove_fork_hooks(detail::ForkLevel::probe, *this); }
-
-  void note(std::int64_t bytes) noexcept {
-    std::int64_t seen = peak_.load(std::memory_order_relaxed);
-    while (bytes > seen && !peak_.compare_exchange_weak(seen, bytes, std::memory_order_relaxed)) {
-    }
-  }
-  [[nodiscard]] std::int64_t get() const noexcept { return peak_.load(std::memory_order_relaxed); }
-
- private:
-  void before_fork() noexcept override {}
-  void after_fork_parent() noexcept override {}
-  void after_fork_child() noexcept override { peak_.store(0, std::memory_order_relaxed); }
-
-  std::atomic<std::int64_t> peak_{0};
-};
-
-SelfPeak& self_peak() {
-  static auto* const peak = new SelfPeak();  // NOLINT(cppcoreguidelines-owning-memory): never freed
-  return *peak;
-}
-
 }  // namespace
 
 namespace detail {
-
-void note_self_peak(std::int64_t bytes) noexcept {
-  self_peak().note(bytes);
-}
 
 // A probe's files, reopened in a forked child when the probe watches its own process.
 class ProbeForkHooks final : public ForkHooks {
@@ -101,9 +69,9 @@ class ProbeForkHooks final : public ForkHooks {
 }  // namespace detail
 
 std::int64_t process_peak_rss() {
-  (void)self_peak();  // its fork hook exists before anything is noted
+  (void)detail::self_peak_seen();  // its fork hook exists before anything is noted
   const HostMemory m = read_host_memory(0);
-  return std::max({self_peak().get(), m.hwm, m.rss, detail::self_maxrss_bound()});
+  return std::max({detail::self_peak_seen(), m.hwm, m.rss, detail::self_maxrss_bound()});
 }
 
 bool host_peak_no_reset_from_env() {
@@ -138,7 +106,7 @@ HostProbe::HostProbe(const HostProbeOptions& options)
   }
   detail::Fd statm(open_or_throw(open_pid, "statm"));
   detail::Fd status(open_or_throw(open_pid, "status"));
-  if (self) (void)self_peak();  // before the first reset, so a child resets it too
+  if (self) (void)detail::self_peak_seen();  // before the first reset: a child resets it too
   if (options.force_sampling) {
     fallback_reason_ = "sampling forced by HostProbeOptions::force_sampling (no-reset mode)";
   } else if (host_peak_no_reset_from_env()) {

@@ -12,6 +12,7 @@
 #include "probes/fork_guard.hpp"
 #include "probes/host_peak_domain.hpp"
 #include "probes/proc_files.hpp"
+#include "probes/self_peak.hpp"
 
 namespace memscope::detail {
 namespace {
@@ -217,12 +218,6 @@ std::shared_ptr<HostPeakDomain> kernel_hwm_domain(int pid, std::string& why_not)
       KernelHwmCounter(real_pid, self, std::move(clear_refs), std::move(statm), std::move(status)));
   reg.domains[real_pid] = domain;
   return domain;
-}
-
-void throw_process_gone(int pid, const char* file) {
-  const std::string error = errno_text(errno);
-  throw BackendError("memscope: cannot read /proc/" + std::to_string(pid) + "/" + file + " (" +
-                     error + "); the process has probably exited");
 }
 
 }  // namespace memscope::detail

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/proc_status.hpp"
+#include "memscope/errors.hpp"
 
 namespace memscope::detail {
 namespace {
@@ -155,6 +157,12 @@ std::int64_t rss_counter_slack(std::int64_t threads) noexcept {
   }
   constexpr std::int64_t kTaskRssEvents = 64;
   return kCounters * kTaskRssEvents * std::max<std::int64_t>(1, threads) * page_size();
+}
+
+void throw_process_gone(int pid, const char* file) {
+  const std::string error = errno_text(errno);
+  throw BackendError("memscope: cannot read /proc/" + std::to_string(pid) + "/" + file + " (" +
+                     error + "); the process has probably exited");
 }
 
 }  // namespace memscope::detail

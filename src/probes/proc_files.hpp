@@ -74,4 +74,8 @@ void proc_path(int pid, const char* name, char* out, std::size_t size) noexcept;
 // the thread count.
 [[nodiscard]] bool rss_counters_are_per_cpu() noexcept;
 
+// Throws BackendError for /proc/<pid>/<file> that can no longer be read (errno says why): the
+// process has probably exited.
+[[noreturn]] void throw_process_gone(int pid, const char* file);
+
 }  // namespace memscope::detail

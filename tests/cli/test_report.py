@@ -160,6 +160,16 @@ def test_malformed_json_exits_3_naming_the_file(tmp_path: Path) -> None:
     assert str(path) in result.stderr and "not valid JSON" in result.stderr
 
 
+def test_number_too_big_for_a_double_exits_3_naming_the_file(tmp_path: Path) -> None:
+    # nlohmann's number overflow is an out_of_range, not a parse_error: it escaped the reader and
+    # aborted the command (found by fuzz_cli_json, issue 29).
+    path = tmp_path / "huge.json"
+    path.write_text('{"train_runtime": 2e578}')
+    result = memscope("report", path)
+    assert result.returncode == 3, result.stderr
+    assert str(path) in result.stderr and "not valid JSON" in result.stderr
+
+
 def test_malformed_run_names_the_field(tmp_path: Path) -> None:
     path = write_run(tmp_path / "run.json", stages={}, processes={"a": MiB})
     data = json.loads(path.read_text())

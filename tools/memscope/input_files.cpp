@@ -177,7 +177,7 @@ InputFile read_input(const fs::path& path, std::string_view role) {
     // Parse again to get the position and reason; only the failing path pays for it.
     try {
       json = parse_json_text(bytes);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
       throw InputFailure(std::string(role) + " " + quoted(path) + ": not valid JSON (" + e.what() +
                          ")");
     }

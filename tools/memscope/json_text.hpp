@@ -11,8 +11,9 @@
 // code points no text uses.
 //
 // Thread safety: pure. Errors: json_text none (std::bad_alloc aside); parse_json_text throws
-// nlohmann::json::parse_error as nlohmann::json::parse() does, or returns a discarded value
-// when `allow_exceptions` is false.
+// what nlohmann::json::parse() throws (parse_error, and out_of_range for a number too big for a
+// double, such as 1e999: catch nlohmann::json::exception), or returns a discarded value when
+// `allow_exceptions` is false.
 #pragma once
 
 #include <string>

@@ -289,10 +289,6 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
     enter_tight();  // at the limit: from now on PyTorch's placement (see tight_)
     // Last resort: wait for every stream, hand every cached segment back, and retry.
     release_all_cached();
-    // Streams left without segments go too, or every later retry walks them all again: near
-    // capacity each new stream's first allocation retries (a fit search over an RMM log of
-    // 40,000 streams took 42 s; issue 29.5).
-    drop_unused_pools(&pools);
     ++stats_.num_alloc_retries;
     block = reserve_segment(bytes, pools, small);
   }
@@ -580,8 +576,6 @@ std::size_t AllocatorCore::empty_cache() {
   if (recording_events()) {
     recorder_->record(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   }
-  // last_pools_ stays: a free-memory callback may call this inside allocate(), which holds it.
-  drop_unused_pools(last_pools_);
   block_recycler_.trim(kSpareBlocks);
   segment_recycler_.trim(kSpareBlocks);
   return released;
@@ -610,6 +604,11 @@ std::size_t AllocatorCore::release_all_cached() {
     release_segment(b);
   }
   if (config_.expandable_segments) released += release_expandable_cached();
+  // Streams left without segments go too, or every later release walks them again: at the
+  // limit each new stream's first allocation retries (a fit search over an RMM log of 40,000
+  // streams took 49 s; issue 29.5). last_pools_ stays: allocate() holds it, also while a
+  // free-memory callback calls empty_cache().
+  drop_unused_pools(last_pools_);
   return released;
 }
 

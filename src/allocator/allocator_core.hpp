@@ -229,9 +229,8 @@ class AllocatorCore {
   std::size_t release_expandable_cached();
   void release_expandable_segment(detail::Segment* segment) noexcept;
   // The ranges among `donors` that recycling left with no page mapped: their address ranges go
-  // back, and the pools of streams left without segments (but `keep`) go too.
-  void release_emptied_donors(const std::vector<detail::Segment*>& donors,
-                              const StreamPools& keep) noexcept;
+  // back, and the pools of streams left without segments (but last_pools_, the caller's) go too.
+  void release_emptied_donors(const std::vector<detail::Segment*>& donors) noexcept;
   void count_mapped(detail::Segment* segment, std::int64_t bytes, std::int64_t ranges) noexcept;
   void count_split(const detail::Block* b, int sign) noexcept;  // inactive_split of cached b
   void record_mapping(TraceAction action, std::uintptr_t address, std::size_t bytes,
@@ -243,6 +242,8 @@ class AllocatorCore {
   bool call_free_memory_callbacks();
   void garbage_collect();
   bool release_oversize_cached(StreamPools& pools, std::size_t rounded);
+  // Waits for every stream, releases every cached whole segment (and unmaps the free pages of
+  // expandable ones), then drops the pools of streams left without segments but last_pools_.
   std::size_t release_all_cached();
   void process_events() noexcept;
   void synchronize_events() noexcept;
@@ -256,7 +257,7 @@ class AllocatorCore {
   // Besides hooks: events are pending or blocks wait for them (the hot path would have to look
   // at them first); sizes round to divisions; segments are expandable (the free then tests
   // kOffFreeingExpandable and keeps_placement_alone(); a hit needs no more care than with fixed
-  // segments, so reuse() ignores the bit); near capacity (tight_): the front cache is bypassed.
+  // segments, so reuse() ignores the bit); at capacity (tight_): the front cache is bypassed.
   enum OffHotPath : unsigned {
     kOffWaiting = 4U,
     kOffDivisions = 8U,

@@ -17,7 +17,7 @@
 //   pointer-map  the pointer map holds exactly the allocated and recent blocks, each under its
 //                address
 //   recent       each stream's RecentFrees lists exactly its recent blocks, once each, and the
-//                allocator's count of them is their number; none near capacity (tight_)
+//                allocator's count of them is their number; none at capacity (tight_)
 //   pending      every pending stream event refers to a pending block of a live segment
 //   statistics   every current value equals what the blocks say (Snapshot::totals of the
 //                layout, the oversize counts), is not negative and is not above its peak
@@ -303,7 +303,7 @@ void AllocatorCore::validate() const {
   check("oversize_segments", "", live.oversize_segments, oversize_segments);
 
   if (tight_ && !recent.empty()) {
-    broken("recent", fmt::format("{} recent blocks, but near capacity (tight_) every free goes to "
+    broken("recent", fmt::format("{} recent blocks, but at capacity (tight_) every free goes to "
                                  "the bins",
                                  recent.size()));
   }

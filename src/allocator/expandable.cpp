@@ -457,12 +457,11 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
     return nullptr;  // not reached: the plan covered the request
   }
   s->bins->remove(merged);
-  if (!donors.empty()) release_emptied_donors(donors, pools);
+  if (!donors.empty()) release_emptied_donors(donors);
   return merged;
 }
 
-void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors,
-                                           const StreamPools& keep) noexcept {
+void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors) noexcept {
   // A range with nothing mapped holds no block but one unmapped one. Kept, its stream's pools
   // stayed, and every later recycling walked them: 20,000 streams at a 64 MiB limit took 26 s
   // (issue 29.5). Its stream reserves a new range if it allocates again (where its pages would
@@ -474,7 +473,7 @@ void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors,
       released = true;
     }
   }
-  if (released) drop_unused_pools(&keep);
+  if (released) drop_unused_pools(last_pools_);
 }
 
 Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::size_t rounded) {
@@ -482,7 +481,6 @@ Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::s
   if (block == nullptr) {
     // Last resort, as with fixed segments: wait for every stream, unmap every free page, retry.
     release_all_cached();
-    drop_unused_pools(&pools);  // as allocate_segment() does: later retries walk fewer streams
     ++stats_.num_alloc_retries;
     block = grow(pools, small, rounded);
   }

@@ -20,6 +20,7 @@
 // the model never unmaps: the mapped part of each segment is a prefix of its range and the only
 // unmapped block is the tail. reserved = mapped bytes.
 //
+// The blocks are a TorchBlockList (torch_block_list.hpp), shared with the default rules' model.
 // Bench and test code only: the product's allocator is src/allocator. Not thread-safe.
 #pragma once
 
@@ -28,18 +29,13 @@
 #include <cstdint>
 #include <deque>
 #include <iterator>
-#include <limits>
 #include <map>
-#include <stdexcept>
-#include <string>
-#include <tuple>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
-#include "torch_rules.hpp"  // TieBreak
+#include "torch_block_list.hpp"
 
 namespace memscope::bench {
 
@@ -67,7 +63,8 @@ struct TorchExpandableResult {
 
 class TorchExpandableReplayer {
  public:
-  explicit TorchExpandableReplayer(ExpandableRules rules = {}) : rules_(rules) {}
+  explicit TorchExpandableReplayer(ExpandableRules rules = {})
+      : rules_(rules), blocks_(rules.tie) {}
 
   [[nodiscard]] TorchExpandableResult run(const ReplayPlan& plan) {
     result_.reserved_series.reserve(plan.ops.size());
@@ -78,26 +75,24 @@ class TorchExpandableReplayer {
   // One op of a plan (allocations are named by op.addr); the result so far.
   void step(const ReplayOp& op) {
     if (op.is_free) {
-      const auto it = live_.find(op.addr);
-      if (it == live_.end()) throw std::logic_error("torch expandable: free of a block not live");
-      release(it->second);
-      live_.erase(it);
+      note_tail(blocks_.free_recorded(op.addr));
     } else {
-      Block* b = allocate(op.size, op.stream);
-      live_[op.addr] = b;
-      result_.offsets.push_back(b->address - b->segment->start);
+      const TorchBlock* b = allocate(op.size, op.stream, op.addr);
+      result_.offsets.push_back(b->address - segment_storage_[b->segment].start);
     }
     result_.reserved_series.push_back(reserved_);
   }
   [[nodiscard]] const TorchExpandableResult& result() const noexcept { return result_; }
-  [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated_; }  // now
-  [[nodiscard]] std::size_t reserved_bytes() const noexcept { return reserved_; }    // now
+  [[nodiscard]] std::size_t allocated_bytes() const noexcept {  // now
+    return blocks_.allocated_bytes();
+  }
+  [[nodiscard]] std::size_t reserved_bytes() const noexcept { return reserved_; }  // now
   // Frees what a run left live, lowest recorded address first, so the plan can run again on
   // the cache it left (the next iteration of a training loop).
   void release_all() {
-    std::map<std::uint64_t, Block*> in_order(live_.begin(), live_.end());
-    for (const auto& [addr, block] : in_order) release(block);
-    live_.clear();
+    for (const std::uint64_t addr : blocks_.live_in_address_order()) {
+      note_tail(blocks_.free_recorded(addr));
+    }
   }
 
   // The model's own bookkeeping, checked from scratch (tests): each segment's blocks tile its
@@ -105,95 +100,67 @@ class TorchExpandableReplayer {
   // hold exactly the free blocks; reserved and allocated bytes add up. Throws std::logic_error.
   void check_invariants() const {
     std::size_t mapped = 0;
-    std::size_t allocated = 0;
-    std::size_t free_blocks = 0;
-    for (const Segment& s : segment_storage_) {
+    TorchBlockList::Tally tally;
+    for (std::size_t i = 0; i < segment_storage_.size(); ++i) {
+      const Segment& s = segment_storage_[i];
       const std::size_t page = s.small ? rules_.small_page : rules_.large_page;
       const std::uint64_t length = s.mapped_end - s.start;
-      if (length % page != 0) fail("mapped part not whole pages");
+      if (length % page != 0) TorchBlockList::fail("mapped part not whole pages");
       mapped += length;
       if (length == 0) continue;
-      const Block* b = s.last;
-      std::uint64_t end = s.mapped_end;
-      while (b != nullptr) {  // walk down from the top
-        if (b->address + b->size != end || b->segment != &s) fail("blocks do not tile");
-        if (b->free) {
-          ++free_blocks;
-          if (b->prev != nullptr && b->prev->free) fail("two free neighbours");
-          if (pool_of(s.small).count(key(b)) != 1) fail("free block not in its pool");
-        } else {
-          allocated += b->size;
-        }
-        if (b->prev != nullptr && b->prev->next != b) fail("broken links");
-        end = b->address;
-        b = b->prev;
+      const TorchBlock* first = s.last;
+      for (; first->prev != nullptr; first = first->prev) {
+        if (first->segment != i) TorchBlockList::fail("a block in the wrong segment");
       }
-      if (end != s.start) fail("blocks do not start at the segment");
+      if (first->segment != i) TorchBlockList::fail("a block in the wrong segment");
+      if (first->address != s.start || s.last->next != nullptr ||
+          blocks_.check_segment(first, tally) != s.mapped_end) {
+        TorchBlockList::fail("blocks do not tile the mapped part");
+      }
     }
-    if (mapped != reserved_ || allocated != allocated_) fail("byte counts");
-    if (free_blocks != small_.size() + large_.size()) fail("stale free blocks");
+    blocks_.check_tally(tally);
+    if (mapped != reserved_ || tally.reserved != reserved_) {
+      TorchBlockList::fail("reserved bytes do not add up");
+    }
   }
 
  private:
-  struct Segment;
-  struct Block {
-    std::uint64_t address = 0;
-    std::size_t size = 0;
-    std::size_t requested = 0;
-    std::uint64_t tie = 0;  // its rank among equal sizes, while free
-    Segment* segment = nullptr;
-    bool free = false;
-    Block* prev = nullptr;  // neighbours in the segment's mapped part
-    Block* next = nullptr;
-  };
   struct Segment {
     StreamId stream = kDefaultStream;
     bool small = false;
     std::uint64_t start = 0;       // of its address range
     std::uint64_t mapped_end = 0;  // the first unmapped byte
-    Block* last = nullptr;         // the block that ends at mapped_end, if any
+    TorchBlock* last = nullptr;    // the block that ends at mapped_end, if any
   };
-  using Key = std::tuple<StreamId, std::size_t, std::uint64_t>;  // stream, size, tie
-  using Pool = std::map<Key, Block*>;
+  using Pool = TorchBlockList::Pool;
 
-  static constexpr std::size_t kMinBlock = 512;
-  static constexpr std::size_t kSmallSize = 1 * MiB;
   // Each segment's address range; far above any device, so the unmapped tail always has room.
   static constexpr std::uint64_t kRangeBytes = std::uint64_t{1} << 40;
 
-  static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-  static Key key(const Block* b) { return {b->segment->stream, b->size, b->tie}; }
-  Pool& pool(bool small) { return small ? small_ : large_; }
-  [[nodiscard]] const Pool& pool_of(bool small) const { return small ? small_ : large_; }
-  [[noreturn]] static void fail(const char* what) {
-    throw std::logic_error(std::string("torch expandable model: ") + what);
+  // A block just merged or split off: the segment's tail when nothing is above it.
+  void note_tail(TorchBlock* b) {
+    if (b->next == nullptr) segment_storage_[b->segment].last = b;
   }
-
-  void insert_free(Block* b) {
-    b->free = true;
-    // Lowest address first, or the most recently freed first (a falling counter).
-    b->tie = rules_.tie == TieBreak::lowest_address ? b->address : --recency_;
-    pool(b->segment->small).emplace(key(b), b);
-  }
-  void erase_free(Block* b) { pool(b->segment->small).erase(key(b)); }
 
   // Step 1: best fit among mapped free blocks, lowest address on ties, the tail block last.
-  Block* find_free(Pool& p, StreamId stream, std::size_t size) {
-    auto it = p.lower_bound(Key{stream, size, 0});
-    if (it == p.end() || std::get<0>(it->first) != stream) return nullptr;
-    Block* b = it->second;
-    if (rules_.tail_ranks_by_growth && b == b->segment->last) {
+  TorchBlock* find_free(Pool& p, StreamId stream, std::size_t size) {
+    auto it = blocks_.best_fit(p, stream, size);
+    if (it == p.end()) return nullptr;
+    TorchBlock* b = it->second;
+    if (rules_.tail_ranks_by_growth && b == segment_storage_[b->segment].last) {
       // It could grow to the whole range: any other block of the stream that fits is smaller.
       const auto next = std::next(it);
       if (next != p.end() && std::get<0>(next->first) == stream) b = next->second;
     }
-    erase_free(b);
+    blocks_.erase_free(b);
     return b;
   }
 
-  Segment& segment_for(StreamId stream, bool small) {
+  // The segment of (stream, pool), and its index.
+  std::size_t segment_for(StreamId stream, bool small) {
     const auto it = segments_.find({stream, small});
-    if (it != segments_.end()) return *it->second;
+    if (it != segments_.end()) return it->second;
+    const std::size_t index = segment_storage_.size();
     Segment& s = segment_storage_.emplace_back();
     s.stream = stream;
     s.small = small;
@@ -201,29 +168,32 @@ class TorchExpandableReplayer {
     s.mapped_end = next_range_;
     next_range_ += kRangeBytes;
     ++result_.segments;
-    segments_.emplace(std::make_pair(stream, small), &s);
-    return s;
+    segments_.emplace(std::make_pair(stream, small), index);
+    return index;
   }
 
   // Step 2: map whole pages after the segment's mapped part, merged with a free block before.
-  Block* grow(StreamId stream, bool small, std::size_t size) {
-    Segment& s = segment_for(stream, small);
-    Block* tail = s.last != nullptr && s.last->free ? s.last : nullptr;
+  TorchBlock* grow(StreamId stream, bool small, std::size_t size) {
+    const std::size_t index = segment_for(stream, small);
+    Segment& s = segment_storage_[index];
+    TorchBlock* tail = s.last != nullptr && s.last->free ? s.last : nullptr;
     const std::size_t have = tail != nullptr ? tail->size : 0;
     const std::size_t page = small ? rules_.small_page : rules_.large_page;
-    const std::size_t bytes = round_up(size - have, page);
+    const std::size_t bytes = torch_round_up(size - have, page);
     ++result_.map_calls;
     result_.pages_mapped += bytes / page;
     reserved_ += bytes;
     result_.peak_reserved = std::max(result_.peak_reserved, reserved_);
     if (tail != nullptr) {
-      erase_free(tail);
+      blocks_.erase_free(tail);
       tail->size += bytes;
     } else {
-      tail = &storage_.emplace_back();
+      tail = &blocks_.new_block();
       tail->address = s.mapped_end;
       tail->size = bytes;
-      tail->segment = &s;
+      tail->stream = stream;
+      tail->small = small;
+      tail->segment = index;
       tail->prev = s.last;
       if (s.last != nullptr) s.last->next = tail;
       s.last = tail;
@@ -232,74 +202,32 @@ class TorchExpandableReplayer {
     return tail;
   }
 
-  Block* allocate(std::size_t requested, StreamId stream) {
-    const std::size_t size = std::max(kMinBlock, round_up(requested, kMinBlock));
-    const bool small = size <= kSmallSize;
-    Block* b = find_free(pool(small), stream, size);
+  // Serves the allocation recorded at `addr`.
+  TorchBlock* allocate(std::size_t requested, StreamId stream, std::uint64_t addr) {
+    const std::size_t size = torch_block_size(requested);
+    const bool small = size <= kTorchSmallSize;
+    TorchBlock* b = find_free(blocks_.pool(small), stream, size);
     if (b != nullptr) {
       ++result_.cache_hits;
     } else {
       b = grow(stream, small, size);
     }
     const std::size_t remaining = b->size - size;
-    const bool split =
-        (rules_.split_any_remainder || small) ? remaining >= kMinBlock : remaining > kSmallSize;
-    if (split) {
-      Block* rest = &storage_.emplace_back(*b);
-      rest->address = b->address + size;
-      rest->size = remaining;
-      rest->prev = b;
-      if (b->next != nullptr) b->next->prev = rest;
-      b->next = rest;
-      if (b->segment->last == b) b->segment->last = rest;
-      b->size = size;
-      insert_free(rest);
-    }
-    b->free = false;
-    b->requested = requested;
-    allocated_ += b->size;
-    requested_ += requested;
-    result_.peak_allocated = std::max(result_.peak_allocated, allocated_);
-    result_.peak_requested = std::max(result_.peak_requested, requested_);
+    const bool split = (rules_.split_any_remainder || small) ? remaining >= kTorchMinBlock
+                                                             : remaining > kTorchSmallSize;
+    if (split) note_tail(blocks_.split(b, size));
+    blocks_.hand_out(b, requested, addr);
+    result_.peak_allocated = std::max(result_.peak_allocated, blocks_.allocated_bytes());
+    result_.peak_requested = std::max(result_.peak_requested, blocks_.requested_bytes());
     return b;
   }
 
-  // Step 4: merge with free neighbours (all mapped: the model never unmaps).
-  void release(Block* b) {
-    allocated_ -= b->size;
-    requested_ -= b->requested;
-    if (b->prev != nullptr && b->prev->free) {
-      Block* prev = b->prev;
-      erase_free(prev);
-      prev->size += b->size;
-      prev->next = b->next;
-      if (b->next != nullptr) b->next->prev = prev;
-      if (b->segment->last == b) b->segment->last = prev;
-      b = prev;
-    }
-    if (b->next != nullptr && b->next->free) {
-      Block* next = b->next;
-      erase_free(next);
-      b->size += next->size;
-      b->next = next->next;
-      if (next->next != nullptr) next->next->prev = b;
-      if (b->segment->last == next) b->segment->last = b;
-    }
-    insert_free(b);
-  }
-
   ExpandableRules rules_;
-  std::unordered_map<std::uint64_t, Block*> live_;  // recorded address -> block
-  Pool small_;
-  Pool large_;
-  std::map<std::pair<StreamId, bool>, Segment*> segments_;
+  TorchBlockList blocks_;
+  std::map<std::pair<StreamId, bool>, std::size_t> segments_;  // -> index in segment_storage_
   std::deque<Segment> segment_storage_;
-  std::deque<Block> storage_;  // stable addresses; merged-away blocks are simply not referenced
   std::uint64_t next_range_ = std::uint64_t{1} << 44;
-  std::uint64_t recency_ = std::numeric_limits<std::uint64_t>::max();
   std::size_t reserved_ = 0;
-  std::size_t allocated_ = 0;
-  std::size_t requested_ = 0;
   TorchExpandableResult result_;
 };
 

@@ -23,28 +23,24 @@
 // Without a limit nothing is ever released, as before.
 //
 // TieBreak::most_recent swaps only the tie rule for memscope's (most recently cached first), so
-// the two can be compared with everything else equal. Bench and test code only: the product's
-// allocator is src/allocator. Not thread-safe.
+// the two can be compared with everything else equal. The blocks are a TorchBlockList
+// (torch_block_list.hpp), shared with the expandable model. Bench and test code only: the
+// product's allocator is src/allocator. Not thread-safe.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <iterator>
 #include <limits>
-#include <map>
-#include <stdexcept>
 #include <tuple>
-#include <unordered_map>
 #include <vector>
 
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
+#include "torch_block_list.hpp"
 
 namespace memscope::bench {
-
-enum class TieBreak { lowest_address, most_recent };
 
 struct TorchLimits {
   static constexpr std::size_t kUnlimited = std::numeric_limits<std::size_t>::max();
@@ -68,7 +64,8 @@ struct TorchRulesResult {
 
 class TorchRulesReplayer {
  public:
-  explicit TorchRulesReplayer(TieBreak tie, TorchLimits limits = {}) : tie_(tie), limits_(limits) {}
+  explicit TorchRulesReplayer(TieBreak tie, TorchLimits limits = {})
+      : limits_(limits), blocks_(tie) {}
 
   // Replays `plan` on what earlier runs left; stops at an allocation the limit refuses (ooms).
   [[nodiscard]] TorchRulesResult run(const ReplayPlan& plan) {
@@ -85,17 +82,10 @@ class TorchRulesReplayer {
   // trying, and ooms).
   bool step(const ReplayOp& op) {
     if (op.is_free) {
-      const auto it = live_.find(op.addr);
-      if (it == live_.end()) throw std::logic_error("torch rules: free of a block not live");
-      release(it->second);
-      live_.erase(it);
-    } else {
-      Block* b = allocate(op.size, op.stream);
-      if (b == nullptr) {
-        ++result_.ooms;
-        return false;
-      }
-      live_[op.addr] = b;
+      blocks_.free_recorded(op.addr);
+    } else if (!allocate(op.size, op.stream, op.addr)) {
+      ++result_.ooms;
+      return false;
     }
     result_.reserved_series.push_back(reserved_);
     return true;
@@ -103,93 +93,38 @@ class TorchRulesReplayer {
   // Frees what a run left live (a step's end), lowest recorded address first, so the plan can be
   // run again on the cache it left: the next iteration of a training loop.
   void release_all() {
-    std::map<std::uint64_t, Block*> in_order(live_.begin(), live_.end());
-    for (const auto& [addr, block] : in_order) release(block);
-    live_.clear();
+    for (const std::uint64_t addr : blocks_.live_in_address_order()) blocks_.free_recorded(addr);
   }
   [[nodiscard]] std::size_t reserved_bytes() const noexcept { return reserved_; }
-  [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated_; }
+  [[nodiscard]] std::size_t allocated_bytes() const noexcept { return blocks_.allocated_bytes(); }
   [[nodiscard]] const TorchRulesResult& result() const noexcept { return result_; }
 
   // The model's own bookkeeping, for tests: every segment's blocks tile it, free blocks are in
   // their pool (and only those), no two free neighbours, allocated and reserved add up, and
   // reserved is within the limit. Throws std::logic_error naming the first violation.
   void check_invariants() const {
-    std::size_t reserved = 0;
-    std::size_t allocated = 0;
-    std::size_t free_blocks = 0;
-    for (const Block& first : storage_) {
+    TorchBlockList::Tally tally;
+    for (const TorchBlock& first : blocks_.blocks()) {
       if (first.prev != nullptr || first.gone) continue;  // segments start at a first block
-      std::uint64_t at = first.address;
-      for (const Block* b = &first; b != nullptr; b = b->next) {
-        if (b->address != at) throw std::logic_error("torch rules: blocks do not tile a segment");
-        if (b->next != nullptr && b->next->prev != b) throw std::logic_error("torch rules: links");
-        if (b->free && b->next != nullptr && b->next->free) {
-          throw std::logic_error("torch rules: two free neighbours not merged");
-        }
-        if (b->free) {
-          ++free_blocks;
-          const Pool& p = b->small ? small_ : large_;
-          const auto it = p.find(key(b));
-          if (it == p.end() || it->second != b) {
-            throw std::logic_error("torch rules: a free block is not in its pool");
-          }
-        } else {
-          allocated += b->size;
-        }
-        at += b->size;
-        reserved += b->size;
-      }
+      blocks_.check_segment(&first, tally);
     }
-    if (free_blocks != small_.size() + large_.size()) {
-      throw std::logic_error("torch rules: the pools hold blocks that are not free");
-    }
-    if (reserved != reserved_ || allocated != allocated_) {
-      throw std::logic_error("torch rules: reserved or allocated bytes do not add up");
-    }
-    if (reserved_ > limits_.memory_limit) throw std::logic_error("torch rules: over the limit");
+    blocks_.check_tally(tally);
+    if (tally.reserved != reserved_) TorchBlockList::fail("reserved bytes do not add up");
+    if (reserved_ > limits_.memory_limit) TorchBlockList::fail("over the limit");
   }
 
  private:
-  struct Block {
-    std::uint64_t address = 0;
-    std::size_t size = 0;
-    std::size_t requested = 0;
-    StreamId stream = kDefaultStream;
-    bool small = false;
-    bool free = false;
-    bool gone = false;      // its segment was released
-    std::uint64_t tie = 0;  // its position among equal sizes, while free
-    Block* prev = nullptr;  // neighbours in the segment
-    Block* next = nullptr;
-  };
-  using Key = std::tuple<StreamId, std::size_t, std::uint64_t>;  // stream, size, tie
-  using Pool = std::map<Key, Block*>;
+  using Pool = TorchBlockList::Pool;
 
-  static constexpr std::size_t kMinBlock = 512;
-  static constexpr std::size_t kSmallSize = 1 * MiB;
   static constexpr std::size_t kSmallBuffer = 2 * MiB;
   static constexpr std::size_t kMinLargeAlloc = 10 * MiB;
   static constexpr std::size_t kLargeBuffer = 20 * MiB;
   static constexpr std::size_t kRoundLarge = 2 * MiB;
 
-  static std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
-
-  static Key key(const Block* b) { return {b->stream, b->size, b->tie}; }
-  Pool& pool(const Block* b) { return b->small ? small_ : large_; }
-
-  void insert_free(Block* b) {
-    b->free = true;
-    // Lowest address first, or the most recently freed first (a falling counter).
-    b->tie = tie_ == TieBreak::lowest_address ? b->address : --recency_;
-    pool(b).emplace(key(b), b);
-  }
-  void erase_free(Block* b) { pool(b).erase(key(b)); }
-
   // get_free_block(): best fit in the pool and stream, within max_split_size's rules.
-  Block* take_free(Pool& p, std::size_t size, StreamId stream) {
-    const auto it = p.lower_bound(Key{stream, size, 0});
-    if (it == p.end() || std::get<0>(it->first) != stream) return nullptr;
+  TorchBlock* take_free(Pool& p, std::size_t size, StreamId stream) {
+    const auto it = blocks_.best_fit(p, stream, size);
+    if (it == p.end()) return nullptr;
     const std::size_t found = std::get<1>(it->first);
     const std::size_t limit = limits_.max_split_size;
     if (size < limit && found >= limit) return nullptr;  // no oversize block for a small request
@@ -200,22 +135,22 @@ class TorchRulesReplayer {
         std::get<1>(after->first) == found) {
       ++result_.ties;  // here the tie rule decides which block is used
     }
-    Block* b = it->second;
+    TorchBlock* b = it->second;
     p.erase(it);
     return b;
   }
 
   // alloc_block(): a fresh segment, unless it would take reserved bytes past the limit.
-  Block* new_segment(std::size_t segment, StreamId stream, bool small) {
+  TorchBlock* new_segment(std::size_t segment, StreamId stream, bool small) {
     if (segment > limits_.memory_limit || reserved_ > limits_.memory_limit - segment) {
       return nullptr;
     }
-    Block* b = &storage_.emplace_back();
+    TorchBlock* b = &blocks_.new_block();
     b->address = next_address_;
     b->size = segment;
     b->stream = stream;
     b->small = small;
-    next_address_ += round_up(segment, kRoundLarge);
+    next_address_ += torch_round_up(segment, kRoundLarge);
     reserved_ += segment;
     ++result_.segments;
     result_.peak_reserved = std::max(result_.peak_reserved, reserved_);
@@ -223,33 +158,33 @@ class TorchRulesReplayer {
   }
 
   // A cached block that is a whole segment goes back to the device.
-  void release_segment(Block* b) {
-    erase_free(b);
+  void release_segment(TorchBlock* b) {
+    blocks_.erase_free(b);
     b->free = false;
     b->gone = true;
     reserved_ -= b->size;
     ++result_.segments_released;
   }
-  static bool whole(const Block* b) { return b->prev == nullptr && b->next == nullptr; }
+  static bool whole(const TorchBlock* b) { return b->prev == nullptr && b->next == nullptr; }
 
   // release_available_cached_blocks(): see the top of this file.
   bool release_available(Pool& p, std::size_t size, StreamId stream) {
     const std::size_t limit = limits_.max_split_size;
     if (limit == TorchLimits::kUnlimited) return false;
     const std::size_t wanted = std::max(size, limit);
-    auto it = p.lower_bound(Key{stream, wanted, 0});
+    auto it = p.lower_bound(TorchBlockList::Key{stream, wanted, 0});
     if (it != p.end() && std::get<0>(it->first) == stream && whole(it->second)) {
       release_segment(it->second);
       return true;
     }
-    std::vector<Block*> largest_first;  // this stream's oversize blocks, from the largest down
+    std::vector<TorchBlock*> largest_first;  // this stream's oversize blocks, from the largest down
     while (it != p.begin()) {
       --it;
       if (std::get<0>(it->first) != stream || std::get<1>(it->first) < limit) break;
       largest_first.push_back(it->second);
     }
     std::size_t released = 0;
-    for (Block* b : largest_first) {
+    for (TorchBlock* b : largest_first) {
       if (released >= wanted) break;
       if (!whole(b)) continue;
       released += b->size;
@@ -260,24 +195,25 @@ class TorchRulesReplayer {
 
   // release_cached_blocks(): every cached whole segment, both pools, every stream.
   void release_all_cached() {
-    for (Pool* p : {&large_, &small_}) {
-      std::vector<Block*> whole_segments;
+    for (Pool* p : {&blocks_.pool(false), &blocks_.pool(true)}) {
+      std::vector<TorchBlock*> whole_segments;
       for (const auto& [k, b] : *p) {
         if (whole(b)) whole_segments.push_back(b);
       }
-      for (Block* b : whole_segments) release_segment(b);
+      for (TorchBlock* b : whole_segments) release_segment(b);
     }
   }
 
-  Block* allocate(std::size_t requested, StreamId stream) {
-    const std::size_t size = std::max(kMinBlock, round_up(requested, kMinBlock));
-    const bool small = size <= kSmallSize;
-    Pool& p = small ? small_ : large_;
-    Block* b = take_free(p, size, stream);
+  // Serves the allocation recorded at `addr`; false when the limit refuses it.
+  bool allocate(std::size_t requested, StreamId stream, std::uint64_t addr) {
+    const std::size_t size = torch_block_size(requested);
+    const bool small = size <= kTorchSmallSize;
+    Pool& p = blocks_.pool(small);
+    TorchBlock* b = take_free(p, size, stream);
     if (b == nullptr) {
       const std::size_t segment = small                   ? kSmallBuffer
                                   : size < kMinLargeAlloc ? kLargeBuffer
-                                                          : round_up(size, kRoundLarge);
+                                                          : torch_round_up(size, kRoundLarge);
       b = new_segment(segment, stream, small);
       if (b == nullptr && release_available(p, size, stream))
         b = new_segment(segment, stream, small);
@@ -286,60 +222,23 @@ class TorchRulesReplayer {
         ++result_.num_alloc_retries;
         b = new_segment(segment, stream, small);
       }
-      if (b == nullptr) return nullptr;
+      if (b == nullptr) return false;
     }
     const std::size_t remaining = b->size - size;
-    if (small ? remaining >= kMinBlock : size < limits_.max_split_size && remaining > kSmallSize) {
-      Block* rest = &storage_.emplace_back(*b);
-      rest->address = b->address + size;
-      rest->size = remaining;
-      rest->prev = b;
-      if (b->next != nullptr) b->next->prev = rest;
-      b->next = rest;
-      b->size = size;
-      insert_free(rest);
+    if (small ? remaining >= kTorchMinBlock
+              : size < limits_.max_split_size && remaining > kTorchSmallSize) {
+      blocks_.split(b, size);
     }
-    b->free = false;
-    b->requested = requested;
-    allocated_ += b->size;
-    requested_ += requested;
-    result_.peak_allocated = std::max(result_.peak_allocated, allocated_);
-    result_.peak_requested = std::max(result_.peak_requested, requested_);
-    return b;
+    blocks_.hand_out(b, requested, addr);
+    result_.peak_allocated = std::max(result_.peak_allocated, blocks_.allocated_bytes());
+    result_.peak_requested = std::max(result_.peak_requested, blocks_.requested_bytes());
+    return true;
   }
 
-  void release(Block* b) {
-    allocated_ -= b->size;
-    requested_ -= b->requested;
-    if (b->prev != nullptr && b->prev->free) {  // merge into the free block below
-      Block* prev = b->prev;
-      erase_free(prev);
-      prev->size += b->size;
-      prev->next = b->next;
-      if (b->next != nullptr) b->next->prev = prev;
-      b = prev;
-    }
-    if (b->next != nullptr && b->next->free) {  // absorb the free block above
-      Block* next = b->next;
-      erase_free(next);
-      b->size += next->size;
-      b->next = next->next;
-      if (next->next != nullptr) next->next->prev = b;
-    }
-    insert_free(b);
-  }
-
-  TieBreak tie_;
   TorchLimits limits_;
-  std::unordered_map<std::uint64_t, Block*> live_;  // recorded address -> block
-  Pool small_;
-  Pool large_;
-  std::deque<Block> storage_;  // stable addresses; merged-away blocks are simply not referenced
+  TorchBlockList blocks_;
   std::uint64_t next_address_ = std::uint64_t{1} << 40;
-  std::uint64_t recency_ = std::numeric_limits<std::uint64_t>::max();
   std::size_t reserved_ = 0;
-  std::size_t allocated_ = 0;
-  std::size_t requested_ = 0;
   TorchRulesResult result_;
 };
 

@@ -20,6 +20,13 @@ struct PyAllocator {
   std::shared_ptr<CachingAllocator> impl;
 };
 
+// memscope.PeakScope. Members are destroyed in reverse order: the scope closes before the
+// allocator reference is dropped, as PeakScope requires.
+struct PyPeakScope {
+  std::shared_ptr<CachingAllocator> owner;
+  PeakScope scope;
+};
+
 // The allocation behind a memscope.Buffer. Shared: the Buffer holds it until free(), and every
 // __array_interface__ / __cuda_array_interface__ dict handed out holds it too (as the key
 // "memscope_owner"), so an array built from that dict keeps the memory alive even after the

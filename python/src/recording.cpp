@@ -1,5 +1,5 @@
-// Recording from Python: the Python stack collector (python_stacks.hpp) and the recording
-// methods' helpers. The Allocator methods themselves are bound in allocator.cpp.
+// Recording from Python: the Python stack collector (python_stacks.hpp) and memscope.Allocator's
+// recording methods (start_recording, recorded_snapshot, dump_snapshot...).
 //
 // Frames are read through the CPython 3.11 frame API (PyEval_GetFrame, PyFrame_GetCode,
 // PyFrame_GetLineNumber, PyFrame_GetBack). Each code object's file and qualified name are
@@ -7,16 +7,24 @@
 // process: the recorder stores pointers to these strings, and a code object kept alive cannot
 // hand its address to another one.
 #include <Python.h>
+#include <fmt/format.h>
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 
 #include <algorithm>
 #include <array>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "bindings.hpp"
+#include "errors.hpp"
+#include "handles.hpp"
 #include "memscope/recording.hpp"
+#include "memscope/trace.hpp"
 #include "python_stacks.hpp"
 
 namespace memscope::python {
@@ -167,6 +175,59 @@ PythonStackPrecapture::PythonStackPrecapture(const CachingAllocator& allocator) 
 
 PythonStackPrecapture::~PythonStackPrecapture() noexcept {
   if (armed_) precaptured->armed = false;
+}
+
+namespace {
+
+// stacks=None|"python"|"cpp"|"all" of start_recording().
+RecordingOptions recording_options(std::size_t max_entries,
+                                   const std::optional<std::string>& stacks) {
+  RecordingOptions options;
+  options.max_entries = max_entries;
+  const std::string s = stacks.value_or("none");
+  if (s != "none" && s != "python" && s != "cpp" && s != "all") {
+    raise(PyExc_ValueError,
+          fmt::format("start_recording(stacks='{}'): use None, \"python\", \"cpp\" or \"all\"", s));
+  }
+  options.cpp_stacks = s == "cpp" || s == "all";
+  options.python_stacks = s == "python" || s == "all";
+  return options;
+}
+
+}  // namespace
+
+void def_allocator_recording(nb::class_<PyAllocator>& cls) {
+  cls.def(
+         "start_recording",
+         [](PyAllocator& a, std::size_t max_entries, const std::optional<std::string>& stacks) {
+           a.impl->start_recording(recording_options(max_entries, stacks));
+         },
+         nb::arg("max_entries") = RecordingOptions{}.max_entries, nb::arg("stacks") = nb::none(),
+         "Starts recording afresh (an earlier log is dropped): allocations, frees, segments, "
+         "empty_cache and OOMs, keeping the newest max_entries events. stacks: None, "
+         "\"python\", \"cpp\" or \"all\" (the frames of each allocation).")
+      .def(
+          "stop_recording", [](PyAllocator& a) { a.impl->stop_recording(); },
+          "Stops recording; the log stays until the next start_recording().")
+      .def_prop_ro(
+          "recording", [](const PyAllocator& a) { return a.impl->recording(); },
+          "Whether events are being recorded.")
+      .def(
+          "recorded_snapshot",
+          [](const PyAllocator& a) {
+            nb::gil_scoped_release unlocked;
+            return a.impl->recorded_snapshot();
+          },
+          "The segments now and the recorded events, as a memscope.Trace.")
+      .def(
+          "dump_snapshot",
+          [](const PyAllocator& a, const std::filesystem::path& path) {
+            nb::gil_scoped_release unlocked;
+            write_torch_snapshot(a.impl->recorded_snapshot(), path);
+          },
+          nb::arg("path"),
+          "Writes the recorded snapshot where PyTorch's memory viewer opens it: a pickle, or "
+          "JSON for a path ending in .json (torch.cuda.memory._dump_snapshot's format).");
 }
 
 void bind_recording(nb::module_& /*m*/) {

@@ -199,6 +199,13 @@ class AllocatorCore {
   // and last block, or null when none does.
   static void lowest_run(const detail::Segment& s, std::size_t rounded, detail::Block*& start,
                          detail::Block*& last) noexcept;
+  // The pool's segment and lowest_run() in it, in a new range when the pool's is full; null
+  // when no range has room.
+  [[nodiscard]] detail::Segment* run_to_grow(StreamPools& pools, bool small, std::size_t rounded,
+                                             detail::Block*& start, detail::Block*& last);
+  // Of the `to_map` bytes a growth maps, how many to take from other free pages instead, as
+  // the recycling policy and the memory limit say: whole pages.
+  [[nodiscard]] std::size_t bytes_to_recycle(std::size_t to_map, std::size_t page) const noexcept;
   // Bookkeeping of the first `bytes` (a page multiple) of unmapped block `u` being mapped (the
   // backend call is the caller's). Returns the cached block that holds them after merging with
   // cached neighbours.

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <cctype>
 #include <charconv>
@@ -9,6 +11,8 @@
 #include <cstdlib>
 #include <limits>
 #include <set>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "allocator/size_rules.hpp"
@@ -20,11 +24,6 @@ namespace memscope {
 namespace {
 
 using detail::trim;
-
-constexpr std::string_view kKeys =
-    "max_split_size, max_split_size_mb, roundup_power2_divisions, garbage_collection_threshold, "
-    "memory_limit, poison_freed, record_history, record_stacks, expandable_segments, "
-    "expandable_segments_page_size, expandable_segments_recycling";
 
 constexpr std::string_view kFractionRange = "(0, 1]";
 
@@ -176,6 +175,153 @@ void parse_memory_limit(std::string_view key, std::string_view value, AllocatorC
   config.memory_limit_bytes = 0;
 }
 
+void parse_gc_threshold(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  double t = 0;
+  if (!parse_double(value, t) || !(t > 0.0 && t < 1.0)) {
+    fail(key, value, "a fraction strictly between 0 and 1, e.g. 0.8");
+  }
+  config.garbage_collection_threshold = t;
+}
+
+void parse_poison_freed(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  if (value != "true" && value != "false") fail(key, value, "true or false");
+  config.poison_freed = value == "true";
+}
+
+void parse_record_history(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  std::uint64_t n = 0;
+  if (!parse_unsigned(value, n) || n > (std::uint64_t{1} << 32)) {
+    fail(key, value, "a whole number of events to keep, up to 2^32 (0 = off), e.g. 100000");
+  }
+  config.record_history = static_cast<std::size_t>(n);
+}
+
+void parse_record_stacks(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  if (value != "none" && value != "cpp" && value != "python" && value != "all") {
+    fail(key, value, "none, cpp, python or all");
+  }
+  config.record_cpp_stacks = value == "cpp" || value == "all";
+  config.record_python_stacks = value == "python" || value == "all";
+}
+
+void parse_expandable(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  // PyTorch writes True/False; accept its spelling and ours.
+  if (value == "true" || value == "True") {
+    config.expandable_segments = true;
+  } else if (value == "false" || value == "False") {
+    config.expandable_segments = false;
+  } else {
+    fail(key, value, "true or false (PyTorch's True and False are accepted too)");
+  }
+}
+
+void parse_page_size(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  std::size_t bytes = 0;
+  try {
+    bytes = parse_size(value, key);
+  } catch (const ConfigError&) {
+    bytes = 0;
+  }
+  if (bytes == 0 || !std::has_single_bit(bytes) || bytes > (std::size_t{1} << 30)) {
+    fail(key, value,
+         "a power of two from the backend's page granularity up to 1GiB, e.g. 2MiB or 32MiB");
+  }
+  config.expandable_segments_page_size = bytes;
+}
+
+void parse_recycling(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  using Recycling = AllocatorConfig::PageRecycling;
+  constexpr std::array<std::pair<std::string_view, Recycling>, 4> kModes{{
+      {"never", Recycling::never},
+      {"at_limit", Recycling::at_limit},
+      {"above_peak", Recycling::above_peak},
+      {"always", Recycling::always},
+  }};
+  for (const auto& [name, mode] : kModes) {
+    if (value == name) {
+      config.page_recycling = mode;
+      return;
+    }
+  }
+  fail(key, value, "never, at_limit, above_peak or always");
+}
+
+void parse_max_split_entry(std::string_view key, std::string_view value, AllocatorConfig& config) {
+  config.max_split_size = parse_max_split(key, value, key == "max_split_size_mb");
+}
+
+// Every key, in the order messages list them, and what reads its value into the config.
+struct KeyRule {
+  std::string_view key;
+  void (*apply)(std::string_view key, std::string_view value, AllocatorConfig& config);
+};
+constexpr std::array<KeyRule, 11> kKeyRules{{
+    {"max_split_size", parse_max_split_entry},
+    {"max_split_size_mb", parse_max_split_entry},
+    {"roundup_power2_divisions", parse_roundup},
+    {"garbage_collection_threshold", parse_gc_threshold},
+    {"memory_limit", parse_memory_limit},
+    {"poison_freed", parse_poison_freed},
+    {"record_history", parse_record_history},
+    {"record_stacks", parse_record_stacks},
+    {"expandable_segments", parse_expandable},
+    {"expandable_segments_page_size", parse_page_size},
+    {"expandable_segments_recycling", parse_recycling},
+}};
+
+// PyTorch's keys memscope does not take: refused by name, not as unknown.
+constexpr std::array<std::string_view, 4> kTorchOnlyKeys{"pinned_use_cuda_host_register",
+                                                         "pinned_num_register_threads", "backend",
+                                                         "release_lock_on_cudamalloc"};
+
+std::string known_keys() {
+  std::string keys;
+  for (const KeyRule& rule : kKeyRules) {
+    if (!keys.empty()) keys += ", ";
+    keys += rule.key;
+  }
+  return keys;
+}
+
+// One key:value entry read into `config`; ConfigError for a key it does not know.
+void apply_entry(std::string_view entry, std::string_view key, std::string_view value,
+                 AllocatorConfig& config) {
+  for (const KeyRule& rule : kKeyRules) {
+    if (key == rule.key) {
+      rule.apply(key, value, config);
+      return;
+    }
+  }
+  if (std::find(kTorchOnlyKeys.begin(), kTorchOnlyKeys.end(), key) != kTorchOnlyKeys.end()) {
+    fail(key, value,
+         "this PYTORCH_CUDA_ALLOC_CONF key is not supported by memscope; remove it (keys: " +
+             known_keys() + ")");
+  }
+  throw ConfigError(fmt::format("MEMSCOPE_ALLOC_CONF: unknown key '{}' (in '{}'); known keys: {}",
+                                key, entry, known_keys()),
+                    std::string(key), std::string(value));
+}
+
+// The settings that need another: page size and recycling need expandable segments, stacks need
+// a history to record them in.
+void check_together(const AllocatorConfig& config, const std::set<std::string, std::less<>>& seen) {
+  if (!config.expandable_segments &&
+      seen.count("expandable_segments_page_size") + seen.count("expandable_segments_recycling") >
+          0) {
+    fail(seen.count("expandable_segments_page_size") != 0 ? "expandable_segments_page_size"
+                                                          : "expandable_segments_recycling",
+         "", "it applies to expandable segments only; add expandable_segments:true");
+  }
+  if ((config.record_cpp_stacks || config.record_python_stacks) && config.record_history == 0) {
+    fail("record_stacks",
+         config.record_cpp_stacks && config.record_python_stacks ? "all"
+         : config.record_cpp_stacks                              ? "cpp"
+                                                                 : "python",
+         "stacks are recorded only with record_history:<n> (n > 0); add it, e.g. "
+         "record_history:100000");
+  }
+}
+
 }  // namespace
 
 AllocatorConfig AllocatorConfig::parse(std::string_view text) {
@@ -194,7 +340,7 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
     if (colon == std::string_view::npos) {
       throw ConfigError(fmt::format("MEMSCOPE_ALLOC_CONF: '{}' has no value; write key:value "
                                     "(keys: {})",
-                                    entry, kKeys),
+                                    entry, known_keys()),
                         std::string(entry), "");
     }
     const std::string_view key = trim(entry.substr(0, colon));
@@ -203,93 +349,9 @@ AllocatorConfig AllocatorConfig::parse(std::string_view text) {
     if (!seen.insert(std::string(canonical)).second) {
       fail(key, value, "each key may be given once");
     }
-    if (key == "max_split_size" || key == "max_split_size_mb") {
-      config.max_split_size = parse_max_split(key, value, key == "max_split_size_mb");
-    } else if (key == "roundup_power2_divisions") {
-      parse_roundup(key, value, config);
-    } else if (key == "garbage_collection_threshold") {
-      double t = 0;
-      if (!parse_double(value, t) || !(t > 0.0 && t < 1.0)) {
-        fail(key, value, "a fraction strictly between 0 and 1, e.g. 0.8");
-      }
-      config.garbage_collection_threshold = t;
-    } else if (key == "memory_limit") {
-      parse_memory_limit(key, value, config);
-    } else if (key == "poison_freed") {
-      if (value != "true" && value != "false") fail(key, value, "true or false");
-      config.poison_freed = value == "true";
-    } else if (key == "record_history") {
-      std::uint64_t n = 0;
-      if (!parse_unsigned(value, n) || n > (std::uint64_t{1} << 32)) {
-        fail(key, value, "a whole number of events to keep, up to 2^32 (0 = off), e.g. 100000");
-      }
-      config.record_history = static_cast<std::size_t>(n);
-    } else if (key == "record_stacks") {
-      if (value != "none" && value != "cpp" && value != "python" && value != "all") {
-        fail(key, value, "none, cpp, python or all");
-      }
-      config.record_cpp_stacks = value == "cpp" || value == "all";
-      config.record_python_stacks = value == "python" || value == "all";
-    } else if (key == "expandable_segments") {
-      // PyTorch writes True/False; accept its spelling and ours.
-      if (value == "true" || value == "True") {
-        config.expandable_segments = true;
-      } else if (value == "false" || value == "False") {
-        config.expandable_segments = false;
-      } else {
-        fail(key, value, "true or false (PyTorch's True and False are accepted too)");
-      }
-    } else if (key == "expandable_segments_page_size") {
-      std::size_t bytes = 0;
-      try {
-        bytes = parse_size(value, key);
-      } catch (const ConfigError&) {
-        bytes = 0;
-      }
-      if (bytes == 0 || !std::has_single_bit(bytes) || bytes > (std::size_t{1} << 30)) {
-        fail(key, value,
-             "a power of two from the backend's page granularity up to 1GiB, e.g. 2MiB or 32MiB");
-      }
-      config.expandable_segments_page_size = bytes;
-    } else if (key == "expandable_segments_recycling") {
-      if (value == "never") {
-        config.page_recycling = AllocatorConfig::PageRecycling::never;
-      } else if (value == "at_limit") {
-        config.page_recycling = AllocatorConfig::PageRecycling::at_limit;
-      } else if (value == "above_peak") {
-        config.page_recycling = AllocatorConfig::PageRecycling::above_peak;
-      } else if (value == "always") {
-        config.page_recycling = AllocatorConfig::PageRecycling::always;
-      } else {
-        fail(key, value, "never, at_limit, above_peak or always");
-      }
-    } else if (key == "pinned_use_cuda_host_register" || key == "pinned_num_register_threads" ||
-               key == "backend" || key == "release_lock_on_cudamalloc") {
-      fail(key, value,
-           "this PYTORCH_CUDA_ALLOC_CONF key is not supported by memscope; remove it (keys: " +
-               std::string(kKeys) + ")");
-    } else {
-      throw ConfigError(
-          fmt::format("MEMSCOPE_ALLOC_CONF: unknown key '{}' (in '{}'); known keys: {}", key, entry,
-                      kKeys),
-          std::string(key), std::string(value));
-    }
+    apply_entry(entry, key, value, config);
   }
-  if (!config.expandable_segments &&
-      seen.count("expandable_segments_page_size") + seen.count("expandable_segments_recycling") >
-          0) {
-    fail(seen.count("expandable_segments_page_size") != 0 ? "expandable_segments_page_size"
-                                                          : "expandable_segments_recycling",
-         "", "it applies to expandable segments only; add expandable_segments:true");
-  }
-  if ((config.record_cpp_stacks || config.record_python_stacks) && config.record_history == 0) {
-    fail("record_stacks",
-         config.record_cpp_stacks && config.record_python_stacks ? "all"
-         : config.record_cpp_stacks                              ? "cpp"
-                                                                 : "python",
-         "stacks are recorded only with record_history:<n> (n > 0); add it, e.g. "
-         "record_history:100000");
-  }
+  check_together(config, seen);
   return config;
 }
 

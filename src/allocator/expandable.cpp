@@ -365,22 +365,49 @@ void AllocatorCore::lowest_run(const Segment& s, std::size_t rounded, Block*& st
   }
 }
 
-Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) {
+Segment* AllocatorCore::run_to_grow(StreamPools& pools, bool small, std::size_t rounded,
+                                    Block*& start, Block*& last) {
   Segment* s = expandable_segment(pools, small, rounded);
   if (s == nullptr) return nullptr;
+  lowest_run(*s, rounded, start, last);
+  if (start != nullptr) return s;
+  // The range is full: it was reserved under a lower memory limit (set_memory_limit raised
+  // it since) or cut short when address space was scarce. The stream's pool grows on in a
+  // new range; the old one keeps its blocks and goes back once empty_cache() empties it.
+  (small ? pools.expandable_small : pools.expandable_large) = nullptr;
+  s = expandable_segment(pools, small, rounded);
+  if (s == nullptr) return nullptr;
+  lowest_run(*s, rounded, start, last);
+  return start != nullptr ? s : nullptr;
+}
+
+std::size_t AllocatorCore::bytes_to_recycle(std::size_t to_map, std::size_t page) const noexcept {
+  std::size_t recycle = 0;
+  switch (config_.page_recycling) {
+    case AllocatorConfig::PageRecycling::never:
+    case AllocatorConfig::PageRecycling::at_limit:  // below, as every recycling policy does
+      break;
+    case AllocatorConfig::PageRecycling::above_peak:
+      if (mapped_ + to_map > mapped_high_water_) {
+        recycle = std::min(to_map, mapped_ + to_map - mapped_high_water_);
+      }
+      break;
+    case AllocatorConfig::PageRecycling::always:
+      recycle = to_map;
+      break;
+  }
+  if (config_.page_recycling != AllocatorConfig::PageRecycling::never &&
+      mapped_ + to_map > memory_limit_) {
+    recycle = std::max(recycle, std::min(to_map, mapped_ + to_map - memory_limit_));
+  }
+  return std::min(to_map, round_up(recycle, page));
+}
+
+Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) {
   Block* start = nullptr;
   Block* last = nullptr;
-  lowest_run(*s, rounded, start, last);
-  if (start == nullptr) {
-    // The range is full: it was reserved under a lower memory limit (set_memory_limit raised
-    // it since) or cut short when address space was scarce. The stream's pool grows on in a
-    // new range; the old one keeps its blocks and goes back once empty_cache() empties it.
-    (small ? pools.expandable_small : pools.expandable_large) = nullptr;
-    s = expandable_segment(pools, small, rounded);
-    if (s == nullptr) return nullptr;
-    lowest_run(*s, rounded, start, last);
-    if (start == nullptr) return nullptr;
-  }
+  Segment* s = run_to_grow(pools, small, rounded, start, last);
+  if (s == nullptr) return nullptr;
   const std::size_t page = s->page;
   // What the run lacks: whole pages at the front of its unmapped blocks.
   struct Piece {
@@ -400,25 +427,7 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
     }
     remaining -= std::min(remaining, take);
   }
-  std::size_t recycle = 0;
-  switch (config_.page_recycling) {
-    case AllocatorConfig::PageRecycling::never:
-    case AllocatorConfig::PageRecycling::at_limit:  // below, as every recycling policy does
-      break;
-    case AllocatorConfig::PageRecycling::above_peak:
-      if (mapped_ + to_map > mapped_high_water_) {
-        recycle = std::min(to_map, mapped_ + to_map - mapped_high_water_);
-      }
-      break;
-    case AllocatorConfig::PageRecycling::always:
-      recycle = to_map;
-      break;
-  }
-  if (config_.page_recycling != AllocatorConfig::PageRecycling::never &&
-      mapped_ + to_map > memory_limit_) {
-    recycle = std::max(recycle, std::min(to_map, mapped_ + to_map - memory_limit_));
-  }
-  recycle = std::min(to_map, round_up(recycle, page));
+  std::size_t recycle = bytes_to_recycle(to_map, page);
   const std::uintptr_t run_start = start->address;
   std::vector<FreePages> sources;
   std::vector<Segment*> donors;  // the other ranges the sources lie in

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
@@ -154,9 +155,16 @@ class SlotCounter {
   std::uint32_t count_ = 0;
 };
 
-}  // namespace
+// What the passes over a trace and its snapshot build up, before they become the plan.
+struct PlanParts {
+  SlotCounter slots;
+  FlatTable<AddressState> addresses;
+  std::vector<std::uint64_t> sizes;  // of the traced allocs, to count distinct ones
+  std::vector<ReplayOp> starting;    // live before the recording began: (a) and (b)
+  std::vector<ReplayOp> traced;
+};
 
-ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device) {
+const std::vector<TraceEvent>& device_trace(const TorchSnapshot& snapshot, std::int64_t device) {
   if (device < 0 || static_cast<std::size_t>(device) >= snapshot.device_traces.size()) {
     throw TraceFormatError("the snapshot has no trace for device " + std::to_string(device) +
                            " (record it with torch.cuda.memory._record_memory_history())");
@@ -167,29 +175,26 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
                            std::to_string(trace.size()) +
                            " events; replay handles fewer than 2^32 - 1");
   }
-  ReplayPlan plan;
-  plan.device = device;
-  SlotCounter slots;
+  return trace;
+}
 
-  // Pass 1: the traced ops, and the frees with no alloc before them (a).
-  FlatTable<AddressState> addresses;
-  std::vector<std::uint64_t> sizes;  // of the traced allocs, to count distinct ones
-  std::vector<ReplayOp> starting;
-  std::vector<ReplayOp> traced;
-  traced.reserve(trace.size());
+// Pass 1: the traced ops, and the frees with no alloc before them (a).
+void read_trace(const std::vector<TraceEvent>& trace, ReplayPlan& plan, PlanParts& parts) {
+  const std::int64_t device = plan.device;
+  parts.traced.reserve(trace.size());
   for (std::size_t i = 0; i < trace.size(); ++i) {
     const TraceEvent& e = trace[i];
     const auto event = static_cast<std::uint32_t>(i);
     if (e.action == TraceAction::alloc) {
-      AddressState& a = addresses[e.addr];
+      AddressState& a = parts.addresses[e.addr];
       if (a.live) {
         contradiction(device, i, "alloc of address " + hex(e.addr) + ", which is already live");
       }
-      a = {e.size, slots.next(device), true, true, a.freed_unallocated};
-      sizes.push_back(e.size);
-      traced.push_back({false, e.addr, e.size, e.stream, event, e.stack, e.tag, a.slot});
+      a = {e.size, parts.slots.next(device), true, true, a.freed_unallocated};
+      parts.sizes.push_back(e.size);
+      parts.traced.push_back({false, e.addr, e.size, e.stream, event, e.stack, e.tag, a.slot});
     } else if (e.action == TraceAction::free_completed) {
-      AddressState& a = addresses[e.addr];
+      AddressState& a = parts.addresses[e.addr];
       if (!a.live) {
         if (a.allocated || a.freed_unallocated) {
           contradiction(device, i, "free of address " + hex(e.addr) + ", which is not live");
@@ -197,19 +202,23 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
         // (a): live before the recording began; who allocated it is not known, so it carries
         // the stack of its free (SiteOrigin::freed_in_trace).
         a.freed_unallocated = true;
-        a.slot = slots.next(device);
+        a.slot = parts.slots.next(device);
         a.size = e.size;
-        starting.push_back({false, e.addr, e.size, e.stream, kBeforeTrace, e.stack, 0, a.slot});
+        parts.starting.push_back(
+            {false, e.addr, e.size, e.stream, kBeforeTrace, e.stack, 0, a.slot});
         ++plan.starting_frees;
       }
       a.live = false;
-      traced.push_back({true, e.addr, a.size, e.stream, event, e.stack, e.tag, a.slot});
+      parts.traced.push_back({true, e.addr, a.size, e.stream, event, e.stack, e.tag, a.slot});
     }
   }
+}
 
-  // (b): blocks active at the dump that the trace never allocated, with their stacks.
+// (b): blocks active at the dump that the trace never allocated, with their stacks; and the
+// dump's segment and byte counts.
+void read_dump(const TorchSnapshot& snapshot, ReplayPlan& plan, PlanParts& parts) {
   for (const TorchSegment& seg : snapshot.segments) {
-    if (seg.device != device) continue;
+    if (seg.device != plan.device) continue;
     ++plan.segments_at_dump;
     ++(seg.info.small_pool ? plan.small_segments_at_dump : plan.large_segments_at_dump);
     add_bytes(plan.reserved_at_dump, seg.info.total_size,
@@ -219,7 +228,7 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
       if (b.state != BlockState::active_allocated) continue;
       add_bytes(plan.active_at_dump, b.requested_size,
                 [] { return "the snapshot's active bytes"; });
-      const AddressState* known = addresses.find(b.address);
+      const AddressState* known = parts.addresses.find(b.address);
       if (known != nullptr && known->allocated) continue;
       if (known != nullptr && known->freed_unallocated) {
         throw TraceFormatError("block " + hex(b.address) +
@@ -227,24 +236,16 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
                                "contradicts the snapshot");
       }
       const StackId stack = i < seg.block_stacks.size() ? seg.block_stacks[i] : 0;
-      starting.push_back({false, b.address, b.requested_size, seg.info.stream, kBeforeTrace, stack,
-                          0, slots.next(device)});
+      parts.starting.push_back({false, b.address, b.requested_size, seg.info.stream, kBeforeTrace,
+                                stack, 0, parts.slots.next(plan.device)});
       ++plan.starting_active;
     }
   }
+}
 
-  // The whole sequence and its figures. Slots make the live bytes a running sum.
-  plan.traced_ops = traced.size();
-  plan.allocations = slots.count();
-  plan.linked = true;
-  plan.distinct_sizes = count_distinct(sizes);
-  if (starting.empty()) {
-    plan.ops = std::move(traced);
-  } else {
-    plan.ops.reserve(starting.size() + traced.size());
-    plan.ops.insert(plan.ops.end(), starting.begin(), starting.end());
-    plan.ops.insert(plan.ops.end(), traced.begin(), traced.end());
-  }
+// The live bytes along the plan's ops (slots make them a running sum): before the trace, at
+// the peak and at the end.
+void add_live_bytes(ReplayPlan& plan, std::size_t starting_ops) {
   std::size_t now = 0;
   for (std::size_t i = 0; i < plan.ops.size(); ++i) {
     const ReplayOp& op = plan.ops[i];
@@ -260,9 +261,34 @@ ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device)
         plan.peak_live_op = i;
       }
     }
-    if (i + 1 == starting.size()) plan.live_before = now;
+    if (i + 1 == starting_ops) plan.live_before = now;
   }
   plan.live_at_end = now;
+}
+
+}  // namespace
+
+ReplayPlan build_replay_plan(const TorchSnapshot& snapshot, std::int64_t device) {
+  const std::vector<TraceEvent>& trace = device_trace(snapshot, device);
+  ReplayPlan plan;
+  plan.device = device;
+  PlanParts parts;
+  read_trace(trace, plan, parts);
+  read_dump(snapshot, plan, parts);
+
+  // The whole sequence and its figures.
+  plan.traced_ops = parts.traced.size();
+  plan.allocations = parts.slots.count();
+  plan.linked = true;
+  plan.distinct_sizes = count_distinct(parts.sizes);
+  if (parts.starting.empty()) {
+    plan.ops = std::move(parts.traced);
+  } else {
+    plan.ops.reserve(parts.starting.size() + parts.traced.size());
+    plan.ops.insert(plan.ops.end(), parts.starting.begin(), parts.starting.end());
+    plan.ops.insert(plan.ops.end(), parts.traced.begin(), parts.traced.end());
+  }
+  add_live_bytes(plan, parts.starting.size());
   return plan;
 }
 

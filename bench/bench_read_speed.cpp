@@ -15,8 +15,6 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -53,6 +51,55 @@ std::string python_figure(const std::string& python, const std::string& path, do
       fmt::format("'{}' '{}' '{}' {} 2>/dev/null", python, script, path, seconds));
 }
 
+// --reads N --only READER: N reads by one reader and nothing else (for callgrind); the exit
+// status.
+int read_fixed(const std::string& data, const std::string& path, const std::string& only,
+               int reads) {
+  for (int i = 0; i < reads; ++i) {
+    if (only == "pickle") {
+      (void)memscope::read_pickle(data, path);
+    } else if (only == "snapshot") {
+      (void)memscope::read_torch_snapshot(memscope::read_pickle(data, path), path);
+    } else if (only == "direct") {
+      (void)memscope::read_torch_snapshot_pickle(data, path);
+    } else {
+      fmt::print(stderr, "memscope_read_speed: --only pickle, snapshot or direct\n");
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Each reader's MB/s (median and best over `seconds`), and Python's pickle.loads beside them.
+void print_rates(const std::string& data, const std::string& path, double seconds,
+                 const std::string& python) {
+  const Rate pickle_only =
+      mb_per_s(data.size(), seconds, [&] { (void)memscope::read_pickle(data, path); });
+  const Rate snapshot = mb_per_s(data.size(), seconds, [&] {
+    (void)memscope::read_torch_snapshot(memscope::read_pickle(data, path), path);
+  });
+  const Rate direct = mb_per_s(data.size(), seconds,
+                               [&] { (void)memscope::read_torch_snapshot_pickle(data, path); });
+  const memscope::TorchSnapshot s = memscope::read_torch_snapshot(memscope::read_pickle(data));
+  std::size_t events = 0;
+  for (const auto& trace : s.device_traces) events += trace.size();
+  fmt::print("file: {} ({} bytes, {} segments, {} events, {} frames, {} stacks)\n", path,
+             data.size(), s.segments.size(), events, s.strings.frames.size(),
+             s.strings.stacks.size() - 1);
+  fmt::print("| reader | MB/s, median | MB/s, best |\n|---|---:|---:|\n");
+  fmt::print("| memscope read_pickle | {:.0f} | {:.0f} |\n", pickle_only.median, pickle_only.best);
+  fmt::print("| memscope read_pickle + read_torch_snapshot | {:.0f} | {:.0f} |\n", snapshot.median,
+             snapshot.best);
+  fmt::print("| memscope read_torch_snapshot_pickle (no PickleValue) | {:.0f} | {:.0f} |\n",
+             direct.median, direct.best);
+  const std::string py = python_figure(python, path, seconds);
+  if (py.empty()) {
+    fmt::print("| Python pickle.loads | (no Python) | |\n");
+  } else {
+    fmt::print("| Python pickle.loads ({}) | {} |\n", python, py);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,55 +129,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    const std::string data = buffer.str();
-    if (!in || data.empty()) {
-      fmt::print(stderr, "memscope_read_speed: cannot read {}\n", path);
-      return 1;
-    }
-    if (reads > 0) {
-      for (int i = 0; i < reads; ++i) {
-        if (only == "pickle") {
-          (void)memscope::read_pickle(data, path);
-        } else if (only == "snapshot") {
-          (void)memscope::read_torch_snapshot(memscope::read_pickle(data, path), path);
-        } else if (only == "direct") {
-          (void)memscope::read_torch_snapshot_pickle(data, path);
-        } else {
-          fmt::print(stderr, "memscope_read_speed: --only pickle, snapshot or direct\n");
-          return 1;
-        }
-      }
-      return 0;
-    }
-    const Rate pickle_only =
-        mb_per_s(data.size(), seconds, [&] { (void)memscope::read_pickle(data, path); });
-    const Rate snapshot = mb_per_s(data.size(), seconds, [&] {
-      (void)memscope::read_torch_snapshot(memscope::read_pickle(data, path), path);
-    });
-    const Rate direct = mb_per_s(data.size(), seconds,
-                                 [&] { (void)memscope::read_torch_snapshot_pickle(data, path); });
-    const memscope::TorchSnapshot s = memscope::read_torch_snapshot(memscope::read_pickle(data));
-    std::size_t events = 0;
-    for (const auto& trace : s.device_traces) events += trace.size();
-    fmt::print("file: {} ({} bytes, {} segments, {} events, {} frames, {} stacks)\n", path,
-               data.size(), s.segments.size(), events, s.strings.frames.size(),
-               s.strings.stacks.size() - 1);
-    fmt::print("| reader | MB/s, median | MB/s, best |\n|---|---:|---:|\n");
-    fmt::print("| memscope read_pickle | {:.0f} | {:.0f} |\n", pickle_only.median,
-               pickle_only.best);
-    fmt::print("| memscope read_pickle + read_torch_snapshot | {:.0f} | {:.0f} |\n",
-               snapshot.median, snapshot.best);
-    fmt::print("| memscope read_torch_snapshot_pickle (no PickleValue) | {:.0f} | {:.0f} |\n",
-               direct.median, direct.best);
-    const std::string py = python_figure(python, path, seconds);
-    if (py.empty()) {
-      fmt::print("| Python pickle.loads | (no Python) | |\n");
-    } else {
-      fmt::print("| Python pickle.loads ({}) | {} |\n", python, py);
-    }
+    const std::string data = memscope::read_whole_file(path);
+    if (reads > 0) return read_fixed(data, path, only, reads);
+    print_rates(data, path, seconds, python);
   } catch (const std::exception& e) {
     fmt::print(stderr, "memscope_read_speed: {}\n", e.what());
     return 1;

@@ -79,8 +79,7 @@ std::string short_name(const std::filesystem::path& p) {
   return name;
 }
 
-void replace_section(const std::string& doc, const std::string& table,
-                     const std::string& section = "corpus-table") {
+void replace_section(const std::string& doc, const std::string& table, const std::string& section) {
   std::ifstream in(doc);
   std::stringstream buffer;
   buffer << in.rdbuf();
@@ -142,54 +141,9 @@ std::string capacity_table(const std::vector<std::filesystem::path>& traces, int
   return table;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  int iterations = 10;
-  std::string doc;
-  bool capacity = false;
-  std::vector<std::filesystem::path> traces;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--iterations" && i + 1 < argc) {
-      iterations = std::max(2, std::atoi(argv[++i]));
-    } else if (arg == "--capacity") {
-      capacity = true;
-    } else if (arg == "--doc" && i + 1 < argc) {
-      doc = argv[++i];
-    } else if (arg == "--help" || arg == "-h") {
-      fmt::print("usage: {} [--iterations N] [--capacity] [--doc FILE] [trace...]\n", argv[0]);
-      return 0;
-    } else {
-      traces.emplace_back(arg);
-    }
-  }
-  if (traces.empty()) traces = memscope::corpus::all_traces();
-  if (traces.empty()) {
-    fmt::print("skipped: no traces in {} (the corpus of real traces; set MEMSCOPE_TRACES)\n",
-               memscope::corpus::traces_dir().string());
-    return 0;
-  }
-  const auto start = std::chrono::steady_clock::now();
-  if (capacity) {
-    int ok = 0;
-    std::string table = capacity_table(traces, iterations, ok);
-    table += fmt::format(
-        "\n{} traces from {}, in {:.1f} s: memscope ≤ PyTorch on {}.\n", traces.size(),
-        memscope::corpus::traces_dir().string(),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ok);
-    fmt::print("{}", table);
-    if (!doc.empty()) {
-      try {
-        replace_section(doc, table, "capacity-table");
-        fmt::print("table written into {}\n", doc);
-      } catch (const memscope::Error& e) {
-        fmt::print(stderr, "{}\n", e.what());
-        return 2;
-      }
-    }
-    return 0;
-  }
+// The table of every trace and the synthetic three-stream steps in the steady state.
+std::string steady_state_table(const std::vector<std::filesystem::path>& traces, int iterations,
+                               std::chrono::steady_clock::time_point start) {
   std::string table = fmt::format(
       "Each cell: peak reserved / peak live in iterations 1 / 2 / {} (worst of all {}); "
       "maps: map+unmap calls per 1,000 ops. Default ≤ PyTorch: memscope's default rules at or "
@@ -241,15 +195,59 @@ int main(int argc, char** argv) {
       "on {}, expandable goal met on {}.\n",
       traces.size(), memscope::corpus::traces_dir().string(), iterations, seconds, default_ok,
       expandable_ok);
+  return table;
+}
+
+// Prints `table`, and writes it into `doc`'s `section` when a doc is named; the exit status.
+int print_table(const std::string& table, const std::string& doc, const std::string& section) {
   fmt::print("{}", table);
-  if (!doc.empty()) {
-    try {
-      replace_section(doc, table);
-      fmt::print("table written into {}\n", doc);
-    } catch (const memscope::Error& e) {
-      fmt::print(stderr, "{}\n", e.what());
-      return 2;
-    }
+  if (doc.empty()) return 0;
+  try {
+    replace_section(doc, table, section);
+    fmt::print("table written into {}\n", doc);
+  } catch (const memscope::Error& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return 2;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int iterations = 10;
+  std::string doc;
+  bool capacity = false;
+  std::vector<std::filesystem::path> traces;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--iterations" && i + 1 < argc) {
+      iterations = std::max(2, std::atoi(argv[++i]));
+    } else if (arg == "--capacity") {
+      capacity = true;
+    } else if (arg == "--doc" && i + 1 < argc) {
+      doc = argv[++i];
+    } else if (arg == "--help" || arg == "-h") {
+      fmt::print("usage: {} [--iterations N] [--capacity] [--doc FILE] [trace...]\n", argv[0]);
+      return 0;
+    } else {
+      traces.emplace_back(arg);
+    }
+  }
+  if (traces.empty()) traces = memscope::corpus::all_traces();
+  if (traces.empty()) {
+    fmt::print("skipped: no traces in {} (the corpus of real traces; set MEMSCOPE_TRACES)\n",
+               memscope::corpus::traces_dir().string());
+    return 0;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (!capacity)
+    return print_table(steady_state_table(traces, iterations, start), doc, "corpus-table");
+  int ok = 0;
+  std::string table = capacity_table(traces, iterations, ok);
+  table += fmt::format(
+      "\n{} traces from {}, in {:.1f} s: memscope ≤ PyTorch on {}.\n", traces.size(),
+      memscope::corpus::traces_dir().string(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ok);
+  return print_table(table, doc, "capacity-table");
 }

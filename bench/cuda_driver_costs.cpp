@@ -43,50 +43,31 @@ void emit(const char* call, std::size_t bytes, const std::vector<double>& sample
               median(samples), samples.size());
 }
 
-}  // namespace
+constexpr std::size_t MiB = 1 << 20;
 
-int main(int argc, char** argv) {
-  int repeat = 20;
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::max(1, std::atoi(argv[i + 1]));
-  }
-  if (cuInit(0) != CUDA_SUCCESS) {
-    std::printf("{\"skipped\":\"no usable CUDA driver or GPU\"}\n");
-    return 0;
-  }
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  if (!ok(cuDeviceGet(&device, 0), "cuDeviceGet") ||
-      !ok(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain") ||
-      !ok(cuCtxSetCurrent(context), "cuCtxSetCurrent")) {
-    return 1;
-  }
+// What every mapping needs: pinned device memory, read/write access, an address range.
+struct Mapping {
   CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
   CUmemAccessDesc access{};
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  constexpr std::size_t MiB = 1 << 20;
-  const std::size_t range_bytes = 64 * 32 * MiB;
   CUdeviceptr range = 0;
-  if (!ok(cuMemAddressReserve(&range, range_bytes, 0, 0, 0), "cuMemAddressReserve")) return 1;
+};
 
+// Create / map / set access / unmap / release of one handle, and cuMemAlloc / cuMemFree, by size.
+bool time_map_calls(const Mapping& m, int repeat) {
   for (const std::size_t size : {2 * MiB, 4 * MiB, 8 * MiB, 20 * MiB, 32 * MiB, 64 * MiB}) {
     std::vector<double> create, map, set_access, unmap, release, alloc, free;
     for (int i = 0; i < repeat; ++i) {
       CUmemGenericAllocationHandle handle = 0;
       auto t0 = Clock::now();
-      if (!ok(cuMemCreate(&handle, size, &prop, 0), "cuMemCreate")) return 1;
+      if (!ok(cuMemCreate(&handle, size, &m.prop, 0), "cuMemCreate")) return false;
       auto t1 = Clock::now();
-      if (!ok(cuMemMap(range, size, 0, handle, 0), "cuMemMap")) return 1;
+      if (!ok(cuMemMap(m.range, size, 0, handle, 0), "cuMemMap")) return false;
       auto t2 = Clock::now();
-      if (!ok(cuMemSetAccess(range, size, &access, 1), "cuMemSetAccess")) return 1;
+      if (!ok(cuMemSetAccess(m.range, size, &m.access, 1), "cuMemSetAccess")) return false;
       auto t3 = Clock::now();
-      if (!ok(cuMemUnmap(range, size), "cuMemUnmap")) return 1;
+      if (!ok(cuMemUnmap(m.range, size), "cuMemUnmap")) return false;
       auto t4 = Clock::now();
-      if (!ok(cuMemRelease(handle), "cuMemRelease")) return 1;
+      if (!ok(cuMemRelease(handle), "cuMemRelease")) return false;
       auto t5 = Clock::now();
       create.push_back(micros(t0, t1));
       map.push_back(micros(t1, t2));
@@ -95,9 +76,9 @@ int main(int argc, char** argv) {
       release.push_back(micros(t4, t5));
       CUdeviceptr p = 0;
       t0 = Clock::now();
-      if (!ok(cuMemAlloc(&p, size), "cuMemAlloc")) return 1;
+      if (!ok(cuMemAlloc(&p, size), "cuMemAlloc")) return false;
       t1 = Clock::now();
-      if (!ok(cuMemFree(p), "cuMemFree")) return 1;
+      if (!ok(cuMemFree(p), "cuMemFree")) return false;
       t2 = Clock::now();
       alloc.push_back(micros(t0, t1));
       free.push_back(micros(t1, t2));
@@ -110,32 +91,37 @@ int main(int argc, char** argv) {
     emit("cuMemAlloc", size, alloc);
     emit("cuMemFree", size, free);
   }
+  return true;
+}
 
-  // One cuMemSetAccess over 32 mappings of 2 MiB: what one access call per map_pages costs.
-  {
-    std::vector<double> set_access;
-    std::vector<CUmemGenericAllocationHandle> handles(32);
-    for (int i = 0; i < repeat; ++i) {
-      for (std::size_t k = 0; k < handles.size(); ++k) {
-        if (!ok(cuMemCreate(&handles[k], 2 * MiB, &prop, 0), "cuMemCreate") ||
-            !ok(cuMemMap(range + k * 2 * MiB, 2 * MiB, 0, handles[k], 0), "cuMemMap")) {
-          return 1;
-        }
-      }
-      const auto t0 = Clock::now();
-      if (!ok(cuMemSetAccess(range, 64 * MiB, &access, 1), "cuMemSetAccess")) return 1;
-      set_access.push_back(micros(t0, Clock::now()));
-      for (std::size_t k = 0; k < handles.size(); ++k) {
-        (void)cuMemUnmap(range + k * 2 * MiB, 2 * MiB);
-        (void)cuMemRelease(handles[k]);
+// One cuMemSetAccess over 32 mappings of 2 MiB: what one access call per map_pages costs.
+bool time_access_over_mappings(const Mapping& m, int repeat) {
+  std::vector<double> set_access;
+  std::vector<CUmemGenericAllocationHandle> handles(32);
+  for (int i = 0; i < repeat; ++i) {
+    for (std::size_t k = 0; k < handles.size(); ++k) {
+      if (!ok(cuMemCreate(&handles[k], 2 * MiB, &m.prop, 0), "cuMemCreate") ||
+          !ok(cuMemMap(m.range + k * 2 * MiB, 2 * MiB, 0, handles[k], 0), "cuMemMap")) {
+        return false;
       }
     }
-    emit("cuMemSetAccess(32 x 2 MiB mappings)", 64 * MiB, set_access);
+    const auto t0 = Clock::now();
+    if (!ok(cuMemSetAccess(m.range, 64 * MiB, &m.access, 1), "cuMemSetAccess")) return false;
+    set_access.push_back(micros(t0, Clock::now()));
+    for (std::size_t k = 0; k < handles.size(); ++k) {
+      (void)cuMemUnmap(m.range + k * 2 * MiB, 2 * MiB);
+      (void)cuMemRelease(handles[k]);
+    }
   }
+  emit("cuMemSetAccess(32 x 2 MiB mappings)", 64 * MiB, set_access);
+  return true;
+}
 
+// cuMemGetInfo, cuCtxGetCurrent and cuStreamSynchronize on an idle stream.
+bool time_queries(int repeat) {
   std::vector<double> info, current, sync;
   CUstream stream = nullptr;
-  if (!ok(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")) return 1;
+  if (!ok(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")) return false;
   for (int i = 0; i < repeat * 10; ++i) {
     std::size_t free_bytes = 0;
     std::size_t total = 0;
@@ -155,7 +141,40 @@ int main(int argc, char** argv) {
   emit("cuCtxGetCurrent", 0, current);
   emit("cuStreamSynchronize(idle)", 0, sync);
   (void)cuStreamDestroy(stream);
-  (void)cuMemAddressFree(range, range_bytes);
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int repeat = 20;
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--repeat") == 0) repeat = std::max(1, std::atoi(argv[i + 1]));
+  }
+  if (cuInit(0) != CUDA_SUCCESS) {
+    std::printf("{\"skipped\":\"no usable CUDA driver or GPU\"}\n");
+    return 0;
+  }
+  CUdevice device = 0;
+  CUcontext context = nullptr;
+  if (!ok(cuDeviceGet(&device, 0), "cuDeviceGet") ||
+      !ok(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain") ||
+      !ok(cuCtxSetCurrent(context), "cuCtxSetCurrent")) {
+    return 1;
+  }
+  Mapping m;
+  m.prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  m.prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  m.prop.location.id = device;
+  m.access.location = m.prop.location;
+  m.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const std::size_t range_bytes = 64 * 32 * MiB;
+  if (!ok(cuMemAddressReserve(&m.range, range_bytes, 0, 0, 0), "cuMemAddressReserve")) return 1;
+  if (!time_map_calls(m, repeat) || !time_access_over_mappings(m, repeat) ||
+      !time_queries(repeat)) {
+    return 1;
+  }
+  (void)cuMemAddressFree(m.range, range_bytes);
   (void)cuDevicePrimaryCtxRelease(device);
   return 0;
 }

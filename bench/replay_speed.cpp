@@ -151,6 +151,91 @@ void print_head(const std::string& title, std::size_t events) {
   fmt::print("| {:-<52} | {:->10}:| {:->10}:| {:->14}:| {:->14}:|\n", "", "", "", "", "");
 }
 
+// The real trace (the corpus's small train step), beside the Python peer; false when the corpus
+// does not have it.
+bool time_real_trace(int repeat, const std::string& python, const std::string& peer) {
+  // The real trace (the corpus's small train step).
+  const auto found = memscope::corpus::find_trace(memscope::corpus::kSmallTrainStep);
+  if (!found) {
+    fmt::print("skipped: {}\n",
+               memscope::corpus::missing_reason(memscope::corpus::kSmallTrainStep));
+    return 0;
+  }
+  const std::string path = found->string();
+  memscope::TorchSnapshot real;
+  const double read_s = median_seconds(repeat, [&] { real = memscope::read_trace_file(path); });
+  const std::size_t real_events = real.device_traces.at(0).size();
+  memscope::ReplayResult r;
+  const double replay_s = median_seconds(repeat, [&] { r = memscope::replay_trace(real); });
+  memscope::ReplayPlan real_plan;
+  const double real_plan_s =
+      median_seconds(repeat, [&] { real_plan = memscope::build_replay_plan(real); });
+  memscope::ReplayResult bare;
+  const double real_loop_s = median_seconds(repeat, [&] { bare = memscope::replay(real_plan); });
+  const double real_explain_s =
+      median_seconds(repeat, [&] { memscope::explain_with_trace(real, real_plan, bare); });
+  print_head("Real PyTorch trace: " + path, real_events);
+  print_row("memscope (read_trace_file; replay_trace)", static_cast<double>(real_events), read_s,
+            replay_s);
+  const auto py = run_peer(fmt::format("'{}' '{}' --file '{}' --repeat {}", python, peer, path,
+                                       std::max(3, repeat / 2)));
+  print_row("Python restricted unpickler + dict loop", number(py, "events"), number(py, "read_s"),
+            number(py, "replay_s"));
+  fmt::print(
+      "\nmemscope: plan {:.0f} us, replay {:.0f} us ({:.0f} ns/op in the allocator), explain "
+      "{:.0f} us; peak reserved {} B, peak live {} B; Python loop: peak live {} B (no starting "
+      "live set)\n",
+      real_plan_s * 1e6, real_loop_s * 1e6, bare.ns_per_event, real_explain_s * 1e6,
+      r.peak_reserved, r.peak_requested, py.count("peak") ? py.at("peak") : "-");
+  return true;
+}
+
+// The synthetic trace of `events` RMM-style random allocations, beside the Python peer on its
+// first `python_events`.
+void time_synthetic_trace(std::size_t events, std::size_t python_events, const std::string& python,
+                          const std::string& peer) {
+  // The synthetic trace.
+  std::uint64_t checksum = 0;
+  const auto gen_start = Clock::now();
+  const memscope::TorchSnapshot synthetic = synthetic_trace(events, checksum);
+  const double gen_s = seconds_since(gen_start);
+  memscope::ReplayOptions options;
+  options.capacity = std::size_t{1} << 40;  // 1 TiB: nothing is refused
+  memscope::ReplayPlan plan;
+  const auto plan_start = Clock::now();
+  plan = memscope::build_replay_plan(synthetic);
+  const double plan_s = seconds_since(plan_start);
+  const auto replay_start = Clock::now();
+  memscope::ReplayResult s = memscope::replay(plan, options);
+  const double loop_s = seconds_since(replay_start);
+  const auto explain_start = Clock::now();
+  memscope::explain_with_trace(synthetic, plan, s);
+  const double explain_s = seconds_since(explain_start);
+  print_head("Synthetic trace, RMM random allocations, seed " + std::to_string(kSeed), events);
+  print_row("memscope (in memory; plan + replay + explain)", static_cast<double>(events), 0.0,
+            plan_s + loop_s + explain_s);
+  const auto sp = run_peer(
+      fmt::format("'{}' '{}' --synthetic {} --seed {}", python, peer, python_events, kSeed));
+  print_row(fmt::format("Python restricted unpickler + dict loop ({} events)",
+                        static_cast<std::size_t>(number(sp, "events"))),
+            number(sp, "events"), number(sp, "read_s"), number(sp, "replay_s"));
+  std::uint64_t prefix_checksum = 0;
+  if (python_events == events) {
+    prefix_checksum = checksum;
+  } else {
+    (void)synthetic_trace(python_events, prefix_checksum);
+  }
+  fmt::print(
+      "\nmemscope: generated in {:.0f} ms; plan {:.0f} ms, replay {:.0f} ms ({:.0f} ns/op in the "
+      "allocator), explain {:.0f} ms; peak reserved {} B, peak live {} B, {} segments, {} OOMs\n",
+      gen_s * 1e3, plan_s * 1e3, loop_s * 1e3, s.ns_per_event, explain_s * 1e3, s.peak_reserved,
+      s.peak_requested, s.peak_segments, s.num_ooms);
+  fmt::print(
+      "same events on both sides: {} (checksum {} here, {} in Python)\n",
+      sp.count("checksum") && sp.at("checksum") == std::to_string(prefix_checksum) ? "yes" : "NO",
+      prefix_checksum, sp.count("checksum") ? sp.at("checksum") : "-");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -175,80 +260,8 @@ int main(int argc, char** argv) {
   }
   const std::string peer = std::string(MEMSCOPE_BENCH_DIR) + "/replay_speed_peer.py";
   try {
-    // The real trace (the corpus's small train step).
-    const auto found = memscope::corpus::find_trace(memscope::corpus::kSmallTrainStep);
-    if (!found) {
-      fmt::print("skipped: {}\n",
-                 memscope::corpus::missing_reason(memscope::corpus::kSmallTrainStep));
-      return 0;
-    }
-    const std::string path = found->string();
-    memscope::TorchSnapshot real;
-    const double read_s = median_seconds(repeat, [&] { real = memscope::read_trace_file(path); });
-    const std::size_t real_events = real.device_traces.at(0).size();
-    memscope::ReplayResult r;
-    const double replay_s = median_seconds(repeat, [&] { r = memscope::replay_trace(real); });
-    memscope::ReplayPlan real_plan;
-    const double real_plan_s =
-        median_seconds(repeat, [&] { real_plan = memscope::build_replay_plan(real); });
-    memscope::ReplayResult bare;
-    const double real_loop_s = median_seconds(repeat, [&] { bare = memscope::replay(real_plan); });
-    const double real_explain_s =
-        median_seconds(repeat, [&] { memscope::explain_with_trace(real, real_plan, bare); });
-    print_head("Real PyTorch trace: " + path, real_events);
-    print_row("memscope (read_trace_file; replay_trace)", static_cast<double>(real_events), read_s,
-              replay_s);
-    const auto py = run_peer(fmt::format("'{}' '{}' --file '{}' --repeat {}", python, peer, path,
-                                         std::max(3, repeat / 2)));
-    print_row("Python restricted unpickler + dict loop", number(py, "events"), number(py, "read_s"),
-              number(py, "replay_s"));
-    fmt::print(
-        "\nmemscope: plan {:.0f} us, replay {:.0f} us ({:.0f} ns/op in the allocator), explain "
-        "{:.0f} us; peak reserved {} B, peak live {} B; Python loop: peak live {} B (no starting "
-        "live set)\n",
-        real_plan_s * 1e6, real_loop_s * 1e6, bare.ns_per_event, real_explain_s * 1e6,
-        r.peak_reserved, r.peak_requested, py.count("peak") ? py.at("peak") : "-");
-
-    // The synthetic trace.
-    std::uint64_t checksum = 0;
-    const auto gen_start = Clock::now();
-    const memscope::TorchSnapshot synthetic = synthetic_trace(events, checksum);
-    const double gen_s = seconds_since(gen_start);
-    memscope::ReplayOptions options;
-    options.capacity = std::size_t{1} << 40;  // 1 TiB: nothing is refused
-    memscope::ReplayPlan plan;
-    const auto plan_start = Clock::now();
-    plan = memscope::build_replay_plan(synthetic);
-    const double plan_s = seconds_since(plan_start);
-    const auto replay_start = Clock::now();
-    memscope::ReplayResult s = memscope::replay(plan, options);
-    const double loop_s = seconds_since(replay_start);
-    const auto explain_start = Clock::now();
-    memscope::explain_with_trace(synthetic, plan, s);
-    const double explain_s = seconds_since(explain_start);
-    print_head("Synthetic trace, RMM random allocations, seed " + std::to_string(kSeed), events);
-    print_row("memscope (in memory; plan + replay + explain)", static_cast<double>(events), 0.0,
-              plan_s + loop_s + explain_s);
-    const auto sp = run_peer(
-        fmt::format("'{}' '{}' --synthetic {} --seed {}", python, peer, python_events, kSeed));
-    print_row(fmt::format("Python restricted unpickler + dict loop ({} events)",
-                          static_cast<std::size_t>(number(sp, "events"))),
-              number(sp, "events"), number(sp, "read_s"), number(sp, "replay_s"));
-    std::uint64_t prefix_checksum = 0;
-    if (python_events == events) {
-      prefix_checksum = checksum;
-    } else {
-      (void)synthetic_trace(python_events, prefix_checksum);
-    }
-    fmt::print(
-        "\nmemscope: generated in {:.0f} ms; plan {:.0f} ms, replay {:.0f} ms ({:.0f} ns/op in the "
-        "allocator), explain {:.0f} ms; peak reserved {} B, peak live {} B, {} segments, {} OOMs\n",
-        gen_s * 1e3, plan_s * 1e3, loop_s * 1e3, s.ns_per_event, explain_s * 1e3, s.peak_reserved,
-        s.peak_requested, s.peak_segments, s.num_ooms);
-    fmt::print(
-        "same events on both sides: {} (checksum {} here, {} in Python)\n",
-        sp.count("checksum") && sp.at("checksum") == std::to_string(prefix_checksum) ? "yes" : "NO",
-        prefix_checksum, sp.count("checksum") ? sp.at("checksum") : "-");
+    if (!time_real_trace(repeat, python, peer)) return 0;
+    time_synthetic_trace(events, python_events, python, peer);
     fmt::print("times: medians of {} runs (real trace); one run (synthetic)\n", repeat);
   } catch (const memscope::Error& e) {
     fmt::print(stderr, "memscope_replay_speed: {}\n", e.what());

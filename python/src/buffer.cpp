@@ -156,19 +156,50 @@ nb::object make_buffer(nb::handle owner, std::size_t nbytes, StreamId stream) {
   return nb::cast(b, nb::rv_policy::take_ownership);
 }
 
+namespace {
+
+// numpy's and CUDA's array interfaces: the one for the buffer's kind of memory, an
+// AttributeError naming the right one for the other (so hasattr() tells consumers which).
+void def_array_interfaces(nb::class_<Buffer>& cls) {
+  cls.def_prop_ro("__array_interface__",
+                  [](Buffer& b) {
+                    check_live(b);
+                    if (b.kind != MemoryKind::host) {
+                      throw nb::attribute_error(b.kind == MemoryKind::device
+                                                    ? "device memory: use __cuda_array_interface__"
+                                                    : "simulated memory has no bytes behind it");
+                    }
+                    return array_interface(b, false);
+                  })
+      .def_prop_ro("__cuda_array_interface__", [](Buffer& b) {
+        check_live(b);
+        if (b.kind != MemoryKind::device) {
+          throw nb::attribute_error(b.kind == MemoryKind::host
+                                        ? "host memory: use the buffer protocol or "
+                                          "__array_interface__"
+                                        : "simulated memory has no bytes behind it");
+        }
+        return array_interface(b, true);
+      });
+}
+
+}  // namespace
+
 void bind_buffer(nb::module_& m) {
-  nb::class_<Buffer>(m, "Buffer", nb::type_slots(buffer_slots),
-                     "One allocation from a memscope allocator; frees itself when collected.\n\n"
-                     "Host memory supports the buffer protocol and __array_interface__ "
-                     "(numpy.asarray(buf) is a zero-copy uint8 view); device memory supports "
-                     "__cuda_array_interface__; simulated memory has an address only.")
-      .def_prop_ro(
-          "address",
-          [](const Buffer& b) {
-            check_live(b);
-            return address_of(b);
-          },
-          "The allocation's address (refused after free).")
+  nb::class_<Buffer> cls(
+      m, "Buffer", nb::type_slots(buffer_slots),
+      "One allocation from a memscope allocator; frees itself when collected.\n\n"
+      "Host memory supports the buffer protocol and __array_interface__ "
+      "(numpy.asarray(buf) is a zero-copy uint8 view); device memory supports "
+      "__cuda_array_interface__; simulated memory has an address only.");
+  def_array_interfaces(cls);
+  cls.def_prop_ro(
+         "address",
+         [](const Buffer& b) {
+           check_live(b);
+           return address_of(b);
+         },
+         "The allocation's address (refused after free).")
       .def_prop_ro(
           "nbytes", [](const Buffer& b) { return b.nbytes; }, "Bytes requested.")
       .def("__len__",
@@ -212,27 +243,6 @@ void bind_buffer(nb::module_& m) {
           nb::arg("stream").none(),
           "Marks the memory as used by work on `stream`: after free it is not reused until that "
           "work has completed.")
-      .def_prop_ro("__array_interface__",
-                   [](Buffer& b) {
-                     check_live(b);
-                     if (b.kind != MemoryKind::host) {
-                       throw nb::attribute_error(b.kind == MemoryKind::device
-                                                     ? "device memory: use __cuda_array_interface__"
-                                                     : "simulated memory has no bytes behind it");
-                     }
-                     return array_interface(b, false);
-                   })
-      .def_prop_ro("__cuda_array_interface__",
-                   [](Buffer& b) {
-                     check_live(b);
-                     if (b.kind != MemoryKind::device) {
-                       throw nb::attribute_error(b.kind == MemoryKind::host
-                                                     ? "host memory: use the buffer protocol or "
-                                                       "__array_interface__"
-                                                     : "simulated memory has no bytes behind it");
-                     }
-                     return array_interface(b, true);
-                   })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__",
            [](Buffer& b, const nb::args&) {

@@ -89,15 +89,22 @@ Row memscope_row(const ReplayPlan& plan, const std::string& settings, int repeat
   }
 }
 
-Row model_row(const ReplayPlan& plan, memscope::bench::TieBreak tie, int repeat) {
-  const memscope::bench::TorchRulesResult r = memscope::bench::replay_torch_rules(plan, tie);
-  const double ns = median(repeat, [&] {
+// A model's replay of the plan: the median nanoseconds per op over `repeat` runs.
+template <class F>
+double model_ns_per_op(const ReplayPlan& plan, int repeat, F&& replay_once) {
+  return median(repeat, [&] {
     const auto start = std::chrono::steady_clock::now();
-    (void)memscope::bench::replay_torch_rules(plan, tie);
+    replay_once();
     const std::chrono::duration<double, std::nano> elapsed =
         std::chrono::steady_clock::now() - start;
     return elapsed.count() / static_cast<double>(plan.ops.size());
   });
+}
+
+Row model_row(const ReplayPlan& plan, memscope::bench::TieBreak tie, int repeat) {
+  const memscope::bench::TorchRulesResult r = memscope::bench::replay_torch_rules(plan, tie);
+  const double ns =
+      model_ns_per_op(plan, repeat, [&] { (void)memscope::bench::replay_torch_rules(plan, tie); });
   const bool lowest = tie == memscope::bench::TieBreak::lowest_address;
   return {lowest ? "PyTorch rules, ties to lowest address (model)"
                  : "PyTorch rules, ties to most recent (model)",
@@ -112,13 +119,8 @@ Row model_row(const ReplayPlan& plan, memscope::bench::TieBreak tie, int repeat)
 
 Row expandable_model_row(const ReplayPlan& plan, int repeat) {
   const memscope::bench::TorchExpandableResult r = memscope::bench::replay_torch_expandable(plan);
-  const double ns = median(repeat, [&] {
-    const auto start = std::chrono::steady_clock::now();
-    (void)memscope::bench::replay_torch_expandable(plan);
-    const std::chrono::duration<double, std::nano> elapsed =
-        std::chrono::steady_clock::now() - start;
-    return elapsed.count() / static_cast<double>(plan.ops.size());
-  });
+  const double ns =
+      model_ns_per_op(plan, repeat, [&] { (void)memscope::bench::replay_torch_expandable(plan); });
   return {"PyTorch expandable_segments (model)",
           r.peak_reserved,
           r.peak_requested,

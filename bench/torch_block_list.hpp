@@ -43,6 +43,12 @@ inline constexpr std::size_t kTorchSmallSize = 1 * MiB;  // the small pool's lar
   return std::max(kTorchMinBlock, torch_round_up(requested, kTorchMinBlock));
 }
 
+// What both models' results count of the blocks they hand out, at its highest.
+struct TorchBytePeaks {
+  std::size_t peak_allocated = 0;  // rounded block sizes
+  std::size_t peak_requested = 0;
+};
+
 struct TorchBlock {
   std::uint64_t address = 0;
   std::size_t size = 0;
@@ -98,12 +104,14 @@ class TorchBlockList {
     return rest;
   }
 
-  // `b` serves an allocation of `requested` bytes recorded at `addr`.
-  void hand_out(TorchBlock* b, std::size_t requested, std::uint64_t addr) {
+  // `b` serves an allocation of `requested` bytes recorded at `addr`; `peaks` follow.
+  void hand_out(TorchBlock* b, std::size_t requested, std::uint64_t addr, TorchBytePeaks& peaks) {
     b->free = false;
     b->requested = requested;
     allocated_ += b->size;
     requested_ += requested;
+    peaks.peak_allocated = std::max(peaks.peak_allocated, allocated_);
+    peaks.peak_requested = std::max(peaks.peak_requested, requested_);
     live_[addr] = b;
   }
 
@@ -127,7 +135,6 @@ class TorchBlockList {
   }
 
   [[nodiscard]] std::size_t allocated_bytes() const noexcept { return allocated_; }
-  [[nodiscard]] std::size_t requested_bytes() const noexcept { return requested_; }
 
   // The blocks from `first` up, checked: they tile the segment from first's address, are linked
   // both ways, no two free ones are neighbours, and the free ones are in their pool. Adds what

@@ -48,10 +48,8 @@ struct ExpandableRules {
   TieBreak tie = TieBreak::lowest_address;  // step 1 among equal sizes (memscope: most_recent)
 };
 
-struct TorchExpandableResult {
-  std::size_t peak_reserved = 0;   // mapped bytes
-  std::size_t peak_allocated = 0;  // rounded block sizes
-  std::size_t peak_requested = 0;
+struct TorchExpandableResult : TorchBytePeaks {
+  std::size_t peak_reserved = 0;             // mapped bytes
   std::size_t segments = 0;                  // expandable segments (address ranges) created
   std::size_t map_calls = 0;                 // map_block calls: PyTorch's num_device_alloc
   std::size_t pages_mapped = 0;              // pages: cuMemCreate + cuMemMap calls
@@ -216,9 +214,7 @@ class TorchExpandableReplayer {
     const bool split = (rules_.split_any_remainder || small) ? remaining >= kTorchMinBlock
                                                              : remaining > kTorchSmallSize;
     if (split) note_tail(blocks_.split(b, size));
-    blocks_.hand_out(b, requested, addr);
-    result_.peak_allocated = std::max(result_.peak_allocated, blocks_.allocated_bytes());
-    result_.peak_requested = std::max(result_.peak_requested, blocks_.requested_bytes());
+    blocks_.hand_out(b, requested, addr, result_);
     return b;
   }
 

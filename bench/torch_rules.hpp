@@ -48,10 +48,8 @@ struct TorchLimits {
   std::size_t max_split_size = kUnlimited;  // PyTorch's max_split_size_mb, in bytes
 };
 
-struct TorchRulesResult {
+struct TorchRulesResult : TorchBytePeaks {
   std::size_t peak_reserved = 0;
-  std::size_t peak_allocated = 0;  // rounded block sizes
-  std::size_t peak_requested = 0;
   std::size_t segments = 0;           // all reserved (some may have been released since)
   std::size_t segments_released = 0;  // at capacity (TorchLimits)
   std::size_t num_alloc_retries = 0;  // release_cached_blocks, then a retry
@@ -229,9 +227,7 @@ class TorchRulesReplayer {
               : size < limits_.max_split_size && remaining > kTorchSmallSize) {
       blocks_.split(b, size);
     }
-    blocks_.hand_out(b, requested, addr);
-    result_.peak_allocated = std::max(result_.peak_allocated, blocks_.allocated_bytes());
-    result_.peak_requested = std::max(result_.peak_requested, blocks_.requested_bytes());
+    blocks_.hand_out(b, requested, addr, result_);
     return true;
   }
 

@@ -479,6 +479,14 @@ void AllocatorCore::cache_block(Block* block) noexcept {
   merge_into_bins(block);
 }
 
+Block* AllocatorCore::join_blocks(Block* low, Block* high) noexcept {
+  low->size += high->size;
+  low->next = high->next;
+  if (high->next != nullptr) high->next->prev = low;
+  block_recycler_.recycle(high);
+  return low;
+}
+
 void AllocatorCore::merge_into_bins(Block* block) noexcept {
   const bool small = block->small_pool();
   FreeBins& bins = *block->segment->bins;
@@ -489,21 +497,14 @@ void AllocatorCore::merge_into_bins(Block* block) noexcept {
     bins.remove(prev);
     split_blocks -= 1;
     split_bytes -= signed_size(prev->size);
-    prev->size += block->size;
-    prev->next = block->next;
-    if (block->next != nullptr) block->next->prev = prev;
-    block_recycler_.recycle(block);
-    block = prev;
+    block = join_blocks(prev, block);
   }
   if (block->next != nullptr && block->next->cached) {
     Block* next = block->next;
     bins.remove(next);
     split_blocks -= 1;
     split_bytes -= signed_size(next->size);
-    block->size += next->size;
-    block->next = next->next;
-    if (next->next != nullptr) next->next->prev = block;
-    block_recycler_.recycle(next);
+    join_blocks(block, next);
   }
   block->requested_size = 0;
   block->pending_events = 0;

@@ -140,6 +140,9 @@ class AllocatorCore {
   // Inactive (recent, or active after its statistics were counted) -> cached: merges it with
   // cached neighbours into the bins, counting only inactive_split.
   void merge_into_bins(detail::Block* block) noexcept;
+  // `high`, the neighbour just above `low` in their segment, becomes part of `low` and is
+  // recycled; both are out of the bins (or both unmapped). Returns `low`.
+  detail::Block* join_blocks(detail::Block* low, detail::Block* high) noexcept;
   [[gnu::noinline]] void deallocate_slow(detail::Block* block) noexcept;
   // The free of an allocated block no other stream used into its front cache, when that is all
   // it takes: true; else false with nothing changed.

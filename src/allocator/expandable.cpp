@@ -188,19 +188,12 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
   Block* merged = m;
   if (left != nullptr) {
     s.bins->remove(left);
-    left->size += m->size;
-    left->next = m->next;
-    if (m->next != nullptr) m->next->prev = left;
-    block_recycler_.recycle(m);
-    merged = left;
+    merged = join_blocks(left, m);
     merged->cached_at = clock();
   }
   if (right != nullptr) {
     s.bins->remove(right);
-    merged->size += right->size;
-    merged->next = right->next;
-    if (right->next != nullptr) right->next->prev = merged;
-    block_recycler_.recycle(right);
+    join_blocks(merged, right);
   }
   s.bins->insert(merged);
   count_split(merged, +1);
@@ -245,22 +238,14 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
                          static_cast<int>(mid->next != nullptr && !mid->next->unmapped);
   count_mapped(&s, -signed_size(bytes), runs_split - 1);
   if (mid->prev != nullptr && mid->prev->unmapped) {
-    Block* p = mid->prev;
-    p->size += mid->size;
-    p->next = mid->next;
-    if (mid->next != nullptr) mid->next->prev = p;
-    block_recycler_.recycle(mid);
-    mid = p;
+    mid = join_blocks(mid->prev, mid);
   } else {
     link_unmapped(s, mid);
   }
   if (mid->next != nullptr && mid->next->unmapped) {
     Block* q = mid->next;
     unlink_unmapped(s, q);
-    mid->size += q->size;
-    mid->next = q->next;
-    if (q->next != nullptr) q->next->prev = mid;
-    block_recycler_.recycle(q);
+    join_blocks(mid, q);
   }
   for (Block* piece : {head, tail}) {
     if (piece == nullptr) continue;

@@ -75,7 +75,7 @@ bench: build
 	@./build/bench/memscope_bench --benchmark_out=build/bench-results.json --benchmark_out_format=json
 	@if [ -x build/bench/memscope_bench_jemalloc ]; then ./build/bench/memscope_bench_jemalloc \
 	  --benchmark_out=build/bench-results-jemalloc.json --benchmark_out_format=json; fi
-	@# Hot path (docs/benchmarks.md, "Hot path (issue 14)"): instructions per hit pair (perf_event
+	@# Hot path (docs/benchmarks.md, "Hot path"): instructions per hit pair (perf_event
 	@# where the kernel allows, else callgrind) and 1/2/8 threads on one allocator, merged into
 	@# build/bench-results.json as "instructions_per_pair" and "thread_scaling".
 	@python3 bench/instructions_per_pair.py --loop build/bench/memscope_hit_pair_loop \

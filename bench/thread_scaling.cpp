@@ -30,7 +30,7 @@
 // --raise-priority (root, or CAP_SYS_NICE) therefore starts a session of its own (a new
 // autogroup, which dies with the process) and gives it and the process nice -20, so the
 // threads get the cores while it runs (others' jobs slow down for that minute); the JSON
-// says whether it worked. docs/benchmarks.md, "Hot path (issue 14)", quotes the figures.
+// says whether it worked. docs/benchmarks.md, "Hot path", quotes the figures.
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/wait.h>

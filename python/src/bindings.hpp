@@ -27,8 +27,9 @@ void bind_tracker(nb::module_& m);
 void bind_metrics(nb::module_& m);  // the metrics functions (bind_tracker calls it)
 void bind_cascade(nb::module_& m);  // CascadeSource derives from MemorySource (bind_tracker)
 void bind_device_probe(nb::module_& m);
-void bind_trace(nb::module_& m);      // memscope.Trace: load, replay, explain (trace.cpp)
-void bind_recording(nb::module_& m);  // allocator recording and Python stacks (recording.cpp)
+void bind_trace(nb::module_& m);           // memscope.Trace: load, replay, explain (trace.cpp)
+void bind_replay_results(nb::module_& m);  // what a replay gives (bind_trace calls it first)
+void bind_recording(nb::module_& m);       // allocator recording and Python stacks (recording.cpp)
 
 // memscope.Allocator's methods by topic: bind_allocator() makes the class (allocator.cpp) and
 // has each topic file add its own, after the PeakValues and PeakScope it returns (peak_scope.cpp).

@@ -1,7 +1,7 @@
 // memscope.Trace (a TorchSnapshot: PyTorch snapshots, JSON snapshots, RMM logs, recordings)
-// and its replay through memscope's allocator on a simulated device: ReplayResult (the peak,
-// where it is, what was live there), FitResult (the smallest device) and Comparison (settings
-// side by side). Every replay runs with the GIL released: a trace is a plain value, read only.
+// and its replay through memscope's allocator on a simulated device; the results it gives are
+// bound in replay_results.cpp. Every replay runs with the GIL released: a trace is a plain
+// value, read only.
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -106,233 +106,34 @@ std::string trace_repr(const TorchSnapshot& t) {
          std::to_string(t.segments.size()) + " segments>";
 }
 
-void bind_results(nb::module_& m) {
-  nb::class_<ReplayMoment>(m, "ReplayMoment",
-                           "One moment of a replay: the op, the trace event it came from, the "
-                           "bytes after it.")
-      .def_ro("op", &ReplayMoment::op, "Index into the replay's operations.")
-      .def_prop_ro(
-          "event",
-          [](const ReplayMoment& x) -> std::optional<std::uint32_t> {
-            if (x.event == kBeforeTrace) return std::nullopt;
-            return x.event;
-          },
-          "Index of the event in the device's trace; None for the live set the trace began with.")
-      .def_ro("time_us", &ReplayMoment::time_us, "The event's time (0 when unknown).")
-      .def_ro("tag", &ReplayMoment::tag,
-              "The event's tag: the tracker's stage, PyTorch's "
-              "user_metadata.")
-      .def_ro("request", &ReplayMoment::request, "The op's requested bytes.")
-      .def_ro("reserved_bytes", &ReplayMoment::reserved_bytes)
-      .def_ro("live_bytes", &ReplayMoment::live_bytes)
-      .def("__repr__", [](const ReplayMoment& x) {
-        // Numbered by event, as the text, JSON and HTML reports number moments.
-        return std::string("<memscope.ReplayMoment ") +
-               (x.event == kBeforeTrace ? std::string("the starting live set")
-                                        : "event " + format_count(x.event)) +
-               (x.tag.empty() ? std::string() : ", tag '" + x.tag + "'") + ">";
-      });
-
-  nb::class_<ReplaySite>(m, "ReplaySite",
-                         "Live allocations grouped by the innermost frame of user code.")
-      .def_prop_ro("filename", [](const ReplaySite& s) { return s.frame.filename; })
-      .def_prop_ro("line", [](const ReplaySite& s) { return s.frame.line; })
-      .def_prop_ro("name", [](const ReplaySite& s) { return s.frame.name; })
-      .def_prop_ro("where", &ReplaySite::where,
-                   "\"model.py:212 forward\" (at most 80 characters), \"<no frames>\", "
-                   "\"<allocated before recording>\" or \"freed at ... (allocated before "
-                   "recording)\".")
-      .def_prop_ro(
-          "origin", [](const ReplaySite& s) { return to_string(s.origin); },
-          "'traced' (the stack of the alloc), 'before_recording' (live when recording began: "
-          "the snapshot's stack, often none) or 'freed_in_trace' (live when recording began: "
-          "the stack of its free).")
-      .def_ro("bytes", &ReplaySite::bytes)
-      .def_ro("count", &ReplaySite::count)
-      .def("__repr__", [](const ReplaySite& s) {
-        return "<memscope.ReplaySite " + s.where() + ": " + format_size(s.bytes) + " in " +
-               std::to_string(s.count) + ">";
-      });
-
-  nb::class_<LiveBreakdown>(m, "LiveBreakdown", "What was live after one moment of a replay.")
-      .def_ro("bytes", &LiveBreakdown::bytes, "Requested bytes live.")
-      .def_ro("count", &LiveBreakdown::count, "Allocations live.")
-      .def_ro("top_sites", &LiveBreakdown::top_sites, "By the code blamed, largest first.")
-      .def("__repr__", [](const LiveBreakdown& b) {
-        return "<memscope.LiveBreakdown " + format_size(b.bytes) + " in " +
-               std::to_string(b.count) + " allocations>";
-      });
-
-  nb::class_<ReplayResult>(m, "ReplayResult",
-                           "A trace replayed through memscope's allocator on a simulated device.")
-      .def_ro("device", &ReplayResult::device)
-      .def_ro("config", &ReplayResult::config)
-      .def_ro("capacity", &ReplayResult::capacity)
-      .def_ro("operations", &ReplayResult::operations,
-              "Ops replayed: starting_blocks, then the trace's allocations and frees.")
-      .def_ro("starting_blocks", &ReplayResult::starting_blocks,
-              "Blocks live when recording began (the starting live set).")
-      .def_ro("peak_reserved", &ReplayResult::peak_reserved)
-      .def_ro("peak_allocated", &ReplayResult::peak_allocated)
-      .def_prop_ro(
-          "peak_live", [](const ReplayResult& r) { return r.peak_requested; },
-          "Peak live requested bytes: what the program asked for.")
-      .def_ro("reserved_over_peak_live", &ReplayResult::reserved_over_peak_live)
-      .def_prop_ro(
-          "segments", [](const ReplayResult& r) { return r.peak_segments; },
-          "Segments held at most.")
-      .def_prop_ro("retries", [](const ReplayResult& r) { return r.num_alloc_retries; })
-      .def_prop_ro("ooms", [](const ReplayResult& r) { return r.num_ooms; })
-      .def_prop_ro("oom", [](const ReplayResult& r) { return r.num_ooms > 0; })
-      .def_ro("num_device_alloc", &ReplayResult::num_device_alloc)
-      .def_ro("num_device_free", &ReplayResult::num_device_free)
-      .def_ro("peak", &ReplayResult::peak, "Where reserved bytes first reached their peak.")
-      .def_prop_ro(
-          "live_peak", [](const ReplayResult& r) { return r.peak_live; },
-          "Where live bytes first reached their peak.")
-      .def_prop_ro(
-          "first_oom",
-          [](const ReplayResult& r) -> std::optional<ReplayMoment> {
-            if (!r.first_oom.happened()) return std::nullopt;
-            return r.first_oom;
-          },
-          "The first refused allocation, or None.")
-      .def_ro("at_peak_live", &ReplayResult::at_peak_live,
-              "What was live at peak live (the live_peak moment).")
-      .def_ro("at_peak_reserved", &ReplayResult::at_peak_reserved,
-              "What was live at peak reserved (the peak moment).")
-      .def_prop_ro(
-          "live_at_peak", [](const ReplayResult& r) { return r.at_peak_live.bytes; },
-          "Requested bytes live at peak live (at_peak_live.bytes).")
-      .def_prop_ro(
-          "live_at_peak_count", [](const ReplayResult& r) { return r.at_peak_live.count; },
-          "Allocations live at peak live.")
-      .def_prop_ro(
-          "top_sites", [](const ReplayResult& r) { return r.at_peak_live.top_sites; },
-          "What was live at peak live, by the code blamed, largest first "
-          "(at_peak_live.top_sites).")
-      .def_prop_ro("ns_per_event", [](const ReplayResult& r) { return r.ns_per_event; })
-      .def_prop_ro(
-          "series",
-          [](const ReplayResult& r) {
-            std::vector<std::tuple<std::int64_t, std::int64_t, std::int64_t>> out;
-            out.reserve(r.series.size());
-            for (const ReplaySample& s : r.series) {
-              out.emplace_back(s.reserved_bytes, s.allocated_bytes, s.requested_bytes);
-            }
-            return out;
-          },
-          "(reserved, allocated, requested) bytes after each op, when replayed with "
-          "series=True; else empty.")
-      .def("explain", &ReplayResult::explain, "An aligned text report.")
-      .def("__str__", &ReplayResult::explain)
-      .def("__repr__", [](const ReplayResult& r) {
-        return "<memscope.ReplayResult device " + std::to_string(r.device) + ", peak reserved " +
-               format_bytes(r.peak_reserved) + ", peak live " + format_bytes(r.peak_requested) +
-               (r.num_ooms > 0 ? ", out of memory>" : ">");
-      });
-
-  nb::class_<FitResult>(m, "FitResult",
-                        "The smallest simulated device a trace replays on without an "
-                        "out-of-memory error (fits at `capacity`, not at capacity - precision).")
-      .def_ro("config", &FitResult::config)
-      .def_ro("fits", &FitResult::fits)
-      .def_prop_ro(
-          "capacity",
-          [](const FitResult& f) -> std::optional<std::size_t> {
-            if (!f.fits) return std::nullopt;
-            return f.capacity;
-          },
-          "The smallest capacity found, or None when nothing up to max_capacity fits.")
-      .def_ro("precision", &FitResult::precision)
-      .def_ro("lower_bound", &FitResult::lower_bound)
-      .def_ro("max_capacity", &FitResult::max_capacity)
-      .def_ro("probes", &FitResult::probes, "(capacity, fits) for every replay run.")
-      .def("explain", &FitResult::explain)
-      .def("__str__", &FitResult::explain)
-      .def("__repr__",
-           [](const FitResult& f) { return "<memscope.FitResult " + f.explain() + ">"; });
-
-  nb::class_<Comparison>(m, "Comparison", "One trace replayed with several settings.")
-      .def_prop_ro("results",
-                   [](const Comparison& c) {
-                     std::vector<ReplayResult> out;
-                     for (const ComparisonRow& row : c.rows) out.push_back(row.replay);
-                     return out;
-                   })
-      .def_prop_ro("fits",
-                   [](const Comparison& c) {
-                     std::vector<std::optional<FitResult>> out;
-                     for (const ComparisonRow& row : c.rows) out.push_back(row.fit);
-                     return out;
-                   })
-      .def("__len__", [](const Comparison& c) { return c.rows.size(); })
-      .def("__getitem__",
-           [](const Comparison& c, std::int64_t i) {
-             const auto n = static_cast<std::int64_t>(c.rows.size());
-             if (i < 0) i += n;
-             if (i < 0 || i >= n) throw nb::index_error("Comparison index out of range");
-             return c.rows[static_cast<std::size_t>(i)].replay;
-           })
-      .def("table", &Comparison::table)
-      .def("__str__", &Comparison::table);
-}
-
-}  // namespace
-
-void bind_trace(nb::module_& m) {
-  bind_results(m);
-
-  nb::class_<TorchSnapshot>(m, "Trace",
-                            "A memory trace: segments at one moment and the events that led "
-                            "there, per device (a PyTorch snapshot, an RMM log, a recording).")
-      .def_prop_ro("devices", &trace_devices, "Devices with a trace of events.")
-      .def_prop_ro(
-          "events",
-          [](const TorchSnapshot& t) {
-            std::vector<std::size_t> out;
-            for (const auto& d : t.device_traces) out.push_back(d.size());
-            return out;
-          },
-          "Number of events per device index.")
-      .def_prop_ro("segments", [](const TorchSnapshot& t) { return t.segments.size(); })
-      .def_ro("dropped_events", &TorchSnapshot::dropped_events)
-      .def_ro("settings", &TorchSnapshot::settings)
-      .def("__repr__", &trace_repr)
-      .def_static("from_events", &trace_from_events, nb::arg("events"),
-                  nb::arg("tags") = std::vector<std::string>{},
-                  nb::arg("stacks") = std::vector<std::vector<FrameTuple>>{}, nb::arg("device") = 0,
-                  "A trace of one device from events (action, addr, size, stack, tag): action "
-                  "as PyTorch names it (\"alloc\", \"free_completed\", ...), size in requested "
-                  "bytes, stack and tag counting from 1 into `stacks` (frames (filename, line, "
-                  "name), innermost first) and `tags` (0: none). No segments: the replay starts "
-                  "from the live set the events imply. ValueError names a bad event.")
-      .def(
-          "replay",
-          [](const TorchSnapshot& t, const nb::handle& capacity, const std::string& config,
-             const std::optional<std::int64_t>& device, std::size_t top_sites,
-             bool series) -> nb::object {
-            const ReplayOptions o = replay_options(capacity, config, top_sites, series);
-            if (device) {
-              ReplayResult r;
-              {
-                nb::gil_scoped_release unlocked;
-                r = replay_trace(t, *device, o);
-              }
-              return nb::cast(std::move(r));
-            }
-            std::vector<ReplayResult> all;
-            {
-              nb::gil_scoped_release unlocked;
-              for (const std::int64_t d : trace_devices(t)) all.push_back(replay_trace(t, d, o));
-            }
-            return nb::cast(std::move(all));
-          },
-          nb::arg("capacity") = "80GiB", nb::arg("config") = "", nb::arg("device") = 0,
-          nb::arg("top_sites") = 10, nb::arg("series") = false,
-          "Replays one device's trace (every device's, as a list, with device=None) on a "
-          "simulated device of `capacity` with the allocator settings `config`; series=True "
-          "keeps the bytes after every op (ReplayResult.series).")
+// Trace.replay, compare and fit: the trace through memscope's allocator, with the GIL released.
+void def_replays(nb::class_<TorchSnapshot>& cls) {
+  cls.def(
+         "replay",
+         [](const TorchSnapshot& t, const nb::handle& capacity, const std::string& config,
+            const std::optional<std::int64_t>& device, std::size_t top_sites,
+            bool series) -> nb::object {
+           const ReplayOptions o = replay_options(capacity, config, top_sites, series);
+           if (device) {
+             ReplayResult r;
+             {
+               nb::gil_scoped_release unlocked;
+               r = replay_trace(t, *device, o);
+             }
+             return nb::cast(std::move(r));
+           }
+           std::vector<ReplayResult> all;
+           {
+             nb::gil_scoped_release unlocked;
+             for (const std::int64_t d : trace_devices(t)) all.push_back(replay_trace(t, d, o));
+           }
+           return nb::cast(std::move(all));
+         },
+         nb::arg("capacity") = "80GiB", nb::arg("config") = "", nb::arg("device") = 0,
+         nb::arg("top_sites") = 10, nb::arg("series") = false,
+         "Replays one device's trace (every device's, as a list, with device=None) on a "
+         "simulated device of `capacity` with the allocator settings `config`; series=True "
+         "keeps the bytes after every op (ReplayResult.series).")
       .def(
           "compare",
           [](const TorchSnapshot& t, const std::vector<std::string>& configs,
@@ -364,7 +165,39 @@ void bind_trace(nb::module_& m) {
           nb::arg("config") = "", nb::arg("precision") = "2MiB", nb::arg("device") = 0,
           nb::arg("max_capacity") = nb::none(),
           "The smallest simulated device the trace replays on without an out-of-memory error, "
-          "to `precision` (default: up to 4x the peak reserved on an unlimited device).")
+          "to `precision` (default: up to 4x the peak reserved on an unlimited device).");
+}
+
+}  // namespace
+
+void bind_trace(nb::module_& m) {
+  bind_replay_results(m);
+
+  nb::class_<TorchSnapshot> cls(m, "Trace",
+                                "A memory trace: segments at one moment and the events that led "
+                                "there, per device (a PyTorch snapshot, an RMM log, a recording).");
+  def_replays(cls);
+  cls.def_prop_ro("devices", &trace_devices, "Devices with a trace of events.")
+      .def_prop_ro(
+          "events",
+          [](const TorchSnapshot& t) {
+            std::vector<std::size_t> out;
+            for (const auto& d : t.device_traces) out.push_back(d.size());
+            return out;
+          },
+          "Number of events per device index.")
+      .def_prop_ro("segments", [](const TorchSnapshot& t) { return t.segments.size(); })
+      .def_ro("dropped_events", &TorchSnapshot::dropped_events)
+      .def_ro("settings", &TorchSnapshot::settings)
+      .def("__repr__", &trace_repr)
+      .def_static("from_events", &trace_from_events, nb::arg("events"),
+                  nb::arg("tags") = std::vector<std::string>{},
+                  nb::arg("stacks") = std::vector<std::vector<FrameTuple>>{}, nb::arg("device") = 0,
+                  "A trace of one device from events (action, addr, size, stack, tag): action "
+                  "as PyTorch names it (\"alloc\", \"free_completed\", ...), size in requested "
+                  "bytes, stack and tag counting from 1 into `stacks` (frames (filename, line, "
+                  "name), innermost first) and `tags` (0: none). No segments: the replay starts "
+                  "from the live set the events imply. ValueError names a bad event.")
       .def(
           "save",
           [](const TorchSnapshot& t, const std::filesystem::path& path) {

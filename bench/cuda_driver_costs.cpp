@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
   m.prop.location.id = device;
   m.access.location = m.prop.location;
   m.access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  const std::size_t range_bytes = 64 * 32 * MiB;
+  const std::size_t range_bytes = std::size_t{64} * 32 * MiB;
   if (!ok(cuMemAddressReserve(&m.range, range_bytes, 0, 0, 0), "cuMemAddressReserve")) return 1;
   if (!time_map_calls(m, repeat) || !time_access_over_mappings(m, repeat) ||
       !time_queries(repeat)) {

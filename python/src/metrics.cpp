@@ -61,8 +61,9 @@ Metrics to_metrics(const nb::dict& values) {
 
 nb::dict to_dict(const Metrics& metrics) {
   nb::dict d;
-  for (const auto& [key, value] : metrics) {
-    std::visit([&](const auto& v) { d[key.c_str()] = v; }, value);
+  for (const auto& item : metrics) {
+    const char* key = item.first.c_str();
+    std::visit([&](const auto& v) { d[key] = v; }, item.second);
   }
   return d;
 }

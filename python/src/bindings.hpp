@@ -26,7 +26,8 @@ void bind_torch_hooks(nb::module_& m);
 void bind_tracker(nb::module_& m);
 void bind_cascade(nb::module_& m);  // CascadeSource derives from MemorySource (bind_tracker)
 void bind_device_probe(nb::module_& m);
-void bind_trace(nb::module_& m);      // memscope.Trace: load, replay, explain (trace.cpp)
-void bind_recording(nb::module_& m);  // allocator recording and Python stacks (recording.cpp)
+void bind_trace(nb::module_& m);       // memscope.Trace: load, replay, explain (trace.cpp)
+void bind_recording(nb::module_& m);   // allocator recording and Python stacks (recording.cpp)
+void bind_rank_table(nb::module_& m);  // the cross-rank table and payload (rank_table.cpp)
 
 }  // namespace memscope::python

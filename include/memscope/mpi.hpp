@@ -9,20 +9,17 @@
 //
 // Built only when CMake found MPI (target memscope::mpi; find_package(memscope COMPONENTS mpi)).
 //
-// Semantics, the same as Python's memscope.distributed.gather():
-// - Ranks may report different keys. A key a rank does not report is missing on that rank,
-//   never 0: the reduction of a key covers the ranks that have it (count of them), and
-//   Reduction::missing lists the others.
-// - argmax is the lowest rank holding the maximum.
-// - Values travel as float64: integers are exact up to 2^53 (8 PiB as bytes).
+// Semantics, the same as Python's memscope.distributed.gather(), whose ranks may share the job
+// (an MPMD mpirun): the table and its reduction are rank_table.hpp's, the payload is
+// rank_payload.hpp's (values travel as float64: integers are exact up to 2^53, 8 PiB as bytes).
 //
-// Cost: the key table (the sorted union of every rank's keys) is agreed once per
-// (communicator, key set) and cached on the communicator (an MPI attribute, freed with it).
-// Afterwards a gather is one MPI_Iallgather of a fixed-size float64 vector per rank: element
-// 0 says whether the rank's keys fit the cached table, then one value per table key (NaN =
-// missing). If any rank's keys do not fit, every rank sees it in the same gather and all agree
-// a new table and gather again. Beside the collective, every rank sends rank 0 one small
-// "arrived" message (tag 32760 on `comm`), so a timeout can name the ranks that never came.
+// Cost: the key table (the sorted union of every rank's keys) is agreed with an
+// MPI_Iallgather of the key blobs' lengths and an MPI_Iallgatherv of the blobs, and cached on
+// the communicator (an MPI attribute, freed with it). Afterwards a gather is one MPI_Iallgather
+// of a fixed-size float64 row per rank. If any rank's keys do not fit, every rank sees it in the
+// same gather and all agree a grown table and gather again. Beside the collectives, every rank
+// sends rank 0 its gather number (int64, tag 32760 on `comm`), so a timeout can name the ranks
+// that never came.
 // (No private duplicate of `comm`: MPI_Comm_dup is a collective that could hang. A program
 // receiving with MPI_ANY_TAG on `comm` while a gather runs could take memscope's messages.)
 //
@@ -39,10 +36,10 @@
 // a time on every rank, in the same order as the other collectives on it. reduce(), format()
 // and to_json() are pure.
 // Errors: UsageError when MPI is not initialised (call MPI_Init first) or already finalised,
-// for a root outside the communicator, a timeout <= 0, a NaN value or a key holding a NUL
-// character; GatherTimeout as above; BackendError when an MPI call returns an error. Input
-// errors are thrown before any communication, on the rank with the bad input only: the other
-// ranks then get a GatherTimeout naming it.
+// for a root outside the communicator, a timeout <= 0, a NaN value, an integer beyond 2^53 or
+// a key holding a NUL character; GatherTimeout as above; BackendError when an MPI call returns
+// an error. Input errors are thrown before any communication, on the rank with the bad input
+// only: the other ranks then get a GatherTimeout naming it.
 #pragma once
 
 #include <mpi.h>
@@ -51,40 +48,19 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
+#include "memscope/rank_table.hpp"
 
 namespace memscope::mpi {
 
-// One key's figures over the ranks that reported it.
-struct Reduction {
-  double min = 0;
-  double max = 0;
-  double mean = 0;
-  double sum = 0;
-  int argmax = -1;           // lowest rank holding max
-  int count = 0;             // ranks that reported the key
-  std::vector<int> missing;  // ranks that did not, ascending
-};
-
-struct RankTable {
-  int world_size = 0;
-  std::vector<std::map<std::string, double>> ranks;  // ranks[r]: the keys rank r reported
-  std::map<std::string, Reduction> reductions;       // every key any rank reported
-
-  // A text table: one line per key with min, max (and its rank), mean, sum and the ranks
-  // missing it, then the value of every rank (up to 16 ranks; beyond that only the summary).
-  [[nodiscard]] std::string format() const;
-  // {"world_size": N, "ranks": [{key: value}...], "reductions": {key: {"min", "max", "mean",
-  // "sum", "argmax", "count", "missing"}}}: the field names of Python's RankTable.to_dict().
-  // Values that are not finite (infinities) are written as null.
-  [[nodiscard]] std::string to_json() const;
-};
-
-// The reduction of per-rank metrics (ranks[r] = rank r's metrics), as gather() computes it.
-[[nodiscard]] RankTable reduce(std::vector<std::map<std::string, double>> ranks);
+// The table and its reduction live in the core (rank_table.hpp), shared with Python.
+using memscope::RankTable;
+using memscope::reduce;
+using memscope::Reduction;
 
 // Thrown on every rank that arrived when some rank did not reach the gather in time.
 class GatherTimeout : public Error {
@@ -106,7 +82,8 @@ class GatherTimeout : public Error {
     std::chrono::milliseconds timeout = std::chrono::milliseconds(300'000));
 
 // The same for a tracker's metrics (MemoryTracker::update_metrics): numbers are gathered,
-// text values ({stage}_mem_{label}_mode) are left out.
+// text values ({stage}_mem_{label}_mode) are left out; integers travel flagged as integers
+// (a Python rank gets them as int).
 [[nodiscard]] std::optional<RankTable> gather(
     const Metrics& metrics, MPI_Comm comm = MPI_COMM_WORLD, std::optional<int> root = 0,
     std::chrono::milliseconds timeout = std::chrono::milliseconds(300'000));

@@ -11,12 +11,15 @@ is an MPI rank (an MPI launcher's environment, OMPI_COMM_WORLD_SIZE / PMI_SIZE /
 mpi4py already imported with more than one rank), else :class:`NotDistributedError`. Importing
 this module imports neither torch nor mpi4py; a gather imports the engine it uses.
 
-Cost: the key table (the sorted union of the ranks' keys) is agreed once per group, with one
-object collective, and cached; each gather afterwards is one barrier that can time out and one
-allgather of a fixed-size float64 vector per rank (NaN = missing). A rank whose keys are not all
-in the table makes every rank agree a new one in the same call (two more collectives). Integers
-are exact up to 2**53 (8 PiB in bytes); a larger one is a ValueError (pass a float to accept
-rounding). docs/distributed.md has the layout and the cost model for 1,024 ranks.
+This module holds only the transports. The table, its reduction and text form, and the payload
+(the key table and one float64 row per rank) are memscope's C++ core (memscope/rank_table.hpp,
+rank_payload.hpp), the same as C++'s memscope::mpi::gather: Python and C++ ranks of one MPI job
+gather together. Cost: the key table (the sorted union of the ranks' keys) is agreed once per
+group and cached; each gather afterwards is one allgather of a fixed-size float64 row per rank
+(torch.distributed: after a store barrier that can time out). A rank whose keys are not all in
+the table makes every rank agree a grown one in the same call. Integers are exact up to 2**53
+(8 PiB in bytes); a larger one is a ValueError (pass a float to accept rounding).
+docs/distributed.md has the layout and the cost model for 1,024 ranks.
 
 Thread safety: a gather is a collective; call it from one thread per rank, in the same order on
 every rank of the group, as any torch.distributed or MPI collective.
@@ -34,15 +37,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from ._memscope import format_bytes
+from . import _memscope
 
 __all__ = ["gather", "RankTable", "Reduction", "GatherTimeout", "NotDistributedError",
            "DEFAULT_TIMEOUT"]
 
 DEFAULT_TIMEOUT = 300.0
-_EXACT = 2**53  # float64 holds every integer up to here
-_FLAG_BITS = 52  # int flags per float64 word: integers below 2**52 are exact
-_HEADER = 2  # [needs a new table (0/1), table size]
+_CALLER = "memscope.distributed.gather"
 _MPI_ENV = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MV2_COMM_WORLD_SIZE")
 
 Number = Union[int, float]
@@ -80,30 +81,8 @@ class Reduction:
     missing: list[int] = field(default_factory=list)  # ranks that do not
 
 
-_BYTE_KEY = re.compile(r"(_mem_|_delta$|_bytes$)")
-
-
-def _fmt(key: str, value: Optional[Number]) -> str:
-    if value is None:
-        return "-"
-    if _BYTE_KEY.search(key) and math.isfinite(value):
-        return format_bytes(round(value))
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
-
-
 def _ranks_text(ranks: list[int]) -> str:
-    """[1, 2, 3, 7] -> "1-3,7": short even when many ranks miss a key."""
-    parts: list[str] = []
-    i = 0
-    while i < len(ranks):
-        j = i
-        while j + 1 < len(ranks) and ranks[j + 1] == ranks[j] + 1:
-            j += 1
-        parts.append(str(ranks[i]) if i == j else f"{ranks[i]}-{ranks[j]}")
-        i = j + 1
-    return ",".join(parts)
+    return ",".join(map(str, ranks))
 
 
 class RankTable:
@@ -117,17 +96,10 @@ class RankTable:
     def __init__(self, ranks: list[dict[str, Number]]) -> None:
         self.ranks = ranks
         self.world_size = len(ranks)
-        keys = sorted({k for r in ranks for k in r})
-        self.reductions: dict[str, Reduction] = {k: self._reduce(k) for k in keys}
-
-    def _reduce(self, key: str) -> Reduction:
-        have = [(r, m[key]) for r, m in enumerate(self.ranks) if key in m]
-        values = [v for _, v in have]
-        top = max(values)
-        total = sum(values)
-        return Reduction(min=min(values), max=top, mean=total / len(values), sum=total,
-                         argmax=next(r for r, v in have if v == top), count=len(values),
-                         missing=[r for r, m in enumerate(self.ranks) if key not in m])
+        self._reduced = _memscope.reduce_ranks(ranks)
+        self.reductions: dict[str, Reduction] = {
+            k: _typed(r, all(isinstance(m[k], int) for m in ranks if k in m))
+            for k, r in self._reduced.reductions.items()}
 
     def per_rank_metrics(self, rank: int) -> dict[str, Number]:
         """The metrics ``rank`` gave (a copy); IndexError for a rank outside the group."""
@@ -142,23 +114,21 @@ class RankTable:
                                for k, v in self.reductions.items()}}
 
     def format(self) -> str:
-        """An aligned text table: one row per key, byte units for memory keys (*_mem_*,
-        *_delta, *_bytes), and the ranks missing each key."""
-        head = ("key", "min", "max", "argmax", "mean", "sum", "missing")
-        rows = [head]
-        for k, r in self.reductions.items():
-            rows.append((k, _fmt(k, r.min), _fmt(k, r.max), str(r.argmax), _fmt(k, r.mean),
-                         _fmt(k, r.sum), _ranks_text(r.missing) or "-"))
-        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-        lines = [f"memscope: {len(self.reductions)} metrics over {self.world_size} ranks"]
-        for row in rows:
-            cells = [row[0].ljust(widths[0])]
-            cells += [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
-            lines.append("  ".join(cells).rstrip())
-        return "\n".join(lines) + "\n"
+        """An aligned text table: one row per key (min, max, argmax, mean, sum, the missing ranks
+        as 1-4,7), byte units for memory keys (*_mem_*, *_delta, *_bytes); memscope's C++
+        layout, the same as memscope::mpi's."""
+        return str(self._reduced.format())
 
     def __repr__(self) -> str:
         return f"RankTable(world_size={self.world_size}, keys={list(self.reductions)})"
+
+
+def _typed(r: Any, ints: bool) -> Reduction:
+    """The core's reduction (float64) with min, max and sum back as ints where every value was
+    an int (a sum beyond 2**53 is rounded as float64 rounds it)."""
+    kind = int if ints else float
+    return Reduction(min=kind(r.min), max=kind(r.max), mean=r.mean, sum=kind(r.sum),
+                     argmax=r.argmax, count=r.count, missing=list(r.missing))
 
 
 # Payload ----------------------------------------------------------------------------------
@@ -175,52 +145,8 @@ def _check(metrics: Mapping[str, Any]) -> dict[str, Number]:
         if isinstance(value, (str, bytes)) or not hasattr(value, "__float__"):
             raise TypeError(f"metric {key!r} is {value!r} ({type(value).__name__}): gather() "
                             "takes numbers only; leave text (such as *_mode) out")
-        if hasattr(value, "__index__"):
-            number: Number = int(value.__index__())
-            if abs(number) > _EXACT:
-                raise ValueError(f"metric {key!r} = {number} is beyond 2**53, where float64 "
-                                 "stops being exact; pass it as a float to accept rounding")
-        else:
-            number = float(value)
-            if math.isnan(number):
-                raise ValueError(f"metric {key!r} is NaN, which marks a missing key in the "
-                                 "payload; leave the key out instead")
-        out[key] = number
-    return out
-
-
-def _encode(metrics: dict[str, Number], table: list[str], needs_table: bool) -> list[float]:
-    """[needs_table, K, value per table key (NaN = missing)..., int-flag words...]."""
-    values = [math.nan] * len(table)
-    words = [0] * _flag_words(len(table))
-    index = {k: i for i, k in enumerate(table)}
-    for k, v in metrics.items():
-        i = index.get(k)
-        if i is None:
-            continue  # not in the table: this call re-agrees it and encodes again
-        values[i] = float(v)
-        if isinstance(v, int):
-            words[i // _FLAG_BITS] |= 1 << (i % _FLAG_BITS)
-    return [1.0 if needs_table else 0.0, float(len(table)), *values, *map(float, words)]
-
-
-def _flag_words(k: int) -> int:
-    return (k + _FLAG_BITS - 1) // _FLAG_BITS
-
-
-def _decode(row: list[float], table: list[str]) -> dict[str, Number]:
-    k = len(table)
-    if int(row[1]) != k:
-        raise RuntimeError(f"memscope.distributed: a rank sent a payload for {int(row[1])} keys "
-                           f"where this one has {k}: the ranks' key tables disagree (were "
-                           "gathers on this group called in different orders?)")
-    words = [int(w) for w in row[_HEADER + k:]]
-    out: dict[str, Number] = {}
-    for i, key in enumerate(table):
-        v = row[_HEADER + i]
-        if math.isnan(v):
-            continue
-        out[key] = int(v) if words[i // _FLAG_BITS] >> (i % _FLAG_BITS) & 1 else v
+        out[key] = int(value.__index__()) if hasattr(value, "__index__") else float(value)
+    _memscope.rank_check(out, _CALLER)  # NaN, beyond 2**53, NUL in a key: ValueError
     return out
 
 
@@ -230,31 +156,28 @@ class _Session:
     def __init__(self) -> None:
         self.table: Optional[list[str]] = None
         self.calls = 0
-        self.comm: Any = None  # MPI: memscope's duplicate of the communicator
         self.pending: list[Any] = []  # MPI: verdicts sent on a timeout, kept until they leave
 
 
 _sessions: dict[Any, _Session] = {}
 
 
-def _payload_rows(engine: Any, metrics: dict[str, Number]) -> tuple[list[list[float]], list[str]]:
-    """The collective part shared by both engines: agree the table if needed, then one allgather
-    (a second agreement and allgather only when some rank brought new keys). Returns the rows,
-    still encoded (only the ranks that get the table decode them), and the table."""
+def _payload_rows(engine: Any, metrics: dict[str, Number]) -> tuple[list[float], list[str]]:
+    """The collectives both engines run, in memscope::mpi's order (src/mpi/gather.cpp): the
+    payload on the cached table; where there is none or some rank's keys do not fit, the key
+    table agreed (grown) and the payload again. Returns every rank's row, concatenated and still
+    encoded (only the ranks that get the table decode them), and the table."""
     session = engine.session
-    if session.table is None:
-        session.table = _agree(engine, set(metrics))
-    while True:
-        table = session.table
-        needs = not set(metrics) <= set(table)
-        rows = engine.allgather(_encode(metrics, table, needs), len(table))
-        if not any(row[0] for row in rows):
-            return rows, table
-        session.table = _agree(engine, set(table) | set(metrics))
-
-
-def _agree(engine: Any, keys: set[str]) -> list[str]:
-    return sorted(set().union(*engine.allgather_object(sorted(keys))))
+    if session.table is not None:
+        rows = engine.allgather(_memscope.rank_encode(session.table, metrics, _CALLER))
+        if _memscope.rank_payload_fits(rows, len(session.table)):
+            return rows, session.table
+    blobs = engine.allgather_bytes(_memscope.rank_key_blob(metrics))
+    session.table = _memscope.rank_agree_table(session.table or [], blobs)
+    rows = engine.allgather(_memscope.rank_encode(session.table, metrics, _CALLER))
+    if not _memscope.rank_payload_fits(rows, len(session.table)):  # the table holds every key
+        raise RuntimeError(f"{_CALLER}: a rank's keys did not fit the table just agreed")
+    return rows, session.table
 
 
 # torch.distributed ------------------------------------------------------------------------
@@ -289,7 +212,7 @@ class _TorchEngine:
         self.device = (torch.device("cuda", torch.cuda.current_device())
                        if self.backend == "nccl" else torch.device("cpu"))
 
-    def barrier(self) -> None:
+    def start(self) -> None:
         """Every rank arrives within the timeout, or GatherTimeout naming who did not.
 
         Through the group's store (c10d's TCPStore, reachable from every rank): each rank
@@ -342,17 +265,21 @@ class _TorchEngine:
             missing = [int(r) for r in found.group(1).replace(",", " ").split()] if found else []
             raise self._timeout(missing, e) from e
 
-    def allgather(self, row: list[float], k: int) -> list[list[float]]:
+    def finish(self) -> None:
+        """Nothing left to complete: the arrival check was start()'s."""
+
+    def allgather(self, row: list[float]) -> list[float]:
         torch = self.torch
         mine = torch.tensor(row, dtype=torch.float64, device=self.device)
         out = [torch.empty_like(mine) for _ in range(self.size)]
         self.dist.all_gather(out, mine, group=self.group)
-        return [t.cpu().tolist() for t in out]
+        rows: list[float] = torch.cat(out).cpu().tolist()
+        return rows
 
-    def allgather_object(self, obj: Any) -> list[Any]:
+    def allgather_bytes(self, blob: bytes) -> bytes:
         out: list[Any] = [None] * self.size
-        self.dist.all_gather_object(out, obj, group=self.group)
-        return out
+        self.dist.all_gather_object(out, blob, group=self.group)
+        return b"".join(out)
 
 
 def _store(dist: Any) -> Any:
@@ -373,10 +300,16 @@ def _mpi_rank_here() -> bool:
     return mpi is not None and mpi.COMM_WORLD.Get_size() > 1
 
 
-_ARRIVED, _VERDICT = 0x6D73, 0x6D74  # tags of the arrival messages and root's verdict
+# memscope::mpi's tags (src/mpi/exchange.cpp), so C++ and Python ranks share one job: each rank
+# sends the root its gather number; on a timeout the root sends [gather number, missing ranks...].
+_ARRIVE_TAG, _VERDICT_TAG = 32760, 32761
 
 
 class _MpiEngine:
+    """memscope::mpi's protocol over mpi4py (include/memscope/mpi.hpp): the arrival messages to
+    rank 0 and non-blocking collectives polled against the deadline, on the caller's
+    communicator (no Dup: a collective that could hang)."""
+
     name = "MPI"
 
     def __init__(self, comm: Any, timeout: Optional[float]) -> None:
@@ -387,102 +320,119 @@ class _MpiEngine:
             raise NotDistributedError(
                 "engine='mpi' needs mpi4py and numpy (pip install mpi4py numpy)") from e
         self.np, self.MPI = np, MPI
-        self.user_comm = comm if comm is not None else MPI.COMM_WORLD
+        self.comm = comm if comm is not None else MPI.COMM_WORLD
         self.timeout = timeout
-        self.rank = self.user_comm.Get_rank()
-        self.size = self.user_comm.Get_size()
-        self.session = _sessions.setdefault(("mpi", self.user_comm.py2f()), _Session())
-        # memscope's own duplicate after the first barrier, so its messages never meet the
-        # program's; the first barrier runs on the program's communicator with memscope's tags.
-        self.comm = self.session.comm or self.user_comm
+        self.rank = self.comm.Get_rank()
+        self.size = self.comm.Get_size()
+        self.session = _sessions.setdefault(("mpi", self.comm.py2f()), _Session())
+        self.arrivals: dict[int, Any] = {}  # the root: rank -> the gather number it sent
+        self.arrival_requests: dict[int, Any] = {}
 
-    def _poll(self, requests: list[Any], deadline: float, root_arrivals: Any = None) -> bool:
+    def start(self) -> None:
+        """Posts this rank's arrival (the root: a receive for every other rank's)."""
+        np, MPI, comm = self.np, self.MPI, self.comm
+        self.call = self.session.calls + 1
+        wait = self.timeout if self.timeout is not None else math.inf
+        self.deadline = time.monotonic() + wait
+        self.give_up = self.deadline + wait  # no verdict from the root by then: it is missing
+        if self.rank == 0:
+            self.arrivals = {r: np.full(1, -1, dtype=np.int64) for r in range(1, self.size)}
+            self.arrival_requests = {
+                r: comm.Irecv([buf, MPI.INT64_T], source=r, tag=_ARRIVE_TAG)
+                for r, buf in self.arrivals.items()}
+        else:
+            self.arrivals = {0: np.full(1, self.call, dtype=np.int64)}
+            self.arrival_requests = {
+                0: comm.Isend([self.arrivals[0], MPI.INT64_T], dest=0, tag=_ARRIVE_TAG)}
+
+    def _poll(self, requests: list[Any], deadline: float) -> bool:
         """Tests ``requests`` until all complete (True) or the deadline passes (False)."""
         pause = 0.0005
-        while True:
-            if root_arrivals is not None:
-                root_arrivals()
-            if all(r.Test() for r in requests):
-                return True
+        while not all(r.Test() for r in requests):
             if time.monotonic() >= deadline:
                 return False
             time.sleep(pause)
             pause = min(pause * 2, 0.01)
+        return True
 
-    def barrier(self) -> None:
-        if self.timeout is None:
-            self.comm.Barrier()
-            self._dup()
+    def _wait(self, request: Any) -> None:
+        """Polls a collective until it completes; past the deadline, GatherTimeout."""
+        pause = 0.0005
+        while not request.Test():
+            now = time.monotonic()
+            if self.rank == 0:
+                if now >= self.deadline:
+                    self._time_out_as_root()
+            else:
+                if self.comm.Iprobe(source=0, tag=_VERDICT_TAG):
+                    self._time_out_from_verdict()
+                if now >= self.give_up:
+                    raise self._timeout([0], "rank 0, which collects the arrivals, did not "
+                                         "answer within 2 x the timeout")
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
+
+    def _time_out_as_root(self) -> None:
+        np, MPI = self.np, self.MPI
+        missing = sorted(r for r, req in self.arrival_requests.items() if not req.Test())
+        verdict = np.array([self.call, *missing], dtype=np.int64)
+        sends = [self.comm.Isend([verdict, MPI.INT64_T], dest=r, tag=_VERDICT_TAG)
+                 for r in range(1, self.size) if r not in missing]
+        # The ranks that arrived wait for this verdict: let it leave (bounded) before the error
+        # may end this process; unfinished sends stay referenced, never freed.
+        self._poll(sends, time.monotonic() + min(self.timeout or 5.0, 5.0))
+        self.session.pending += [verdict, *sends]
+        raise self._timeout(missing, "")
+
+    def _time_out_from_verdict(self) -> None:
+        np, MPI = self.np, self.MPI
+        status = MPI.Status()
+        self.comm.Probe(source=0, tag=_VERDICT_TAG, status=status)
+        verdict = np.empty(status.Get_count(MPI.INT64_T), dtype=np.int64)
+        self.comm.Recv([verdict, MPI.INT64_T], source=0, tag=_VERDICT_TAG)
+        raise self._timeout([int(r) for r in verdict[1:]], "")
+
+    def _timeout(self, missing: list[int], why: str) -> GatherTimeout:
+        who = f"rank(s) {_ranks_text(missing)} of {self.size}" if missing else "some ranks"
+        return GatherTimeout(
+            f"{_CALLER}: {who} did not reach the gather within {self.timeout:g} s"
+            f"{f' ({why})' if why else ''}; the MPI communicator still holds the abandoned "
+            "requests and is unusable now: do not gather or communicate on it again, end this "
+            "rank", missing)
+
+    def finish(self) -> None:
+        """Completes the arrival messages (all matched once the collectives finished)."""
+        self.MPI.Request.Waitall(list(self.arrival_requests.values()))
+        if self.rank != 0:
             return
-        MPI, comm, root = self.MPI, self.comm, 0
-        deadline = time.monotonic() + self.timeout
-        arrived = {self.rank}
-        recvs: dict[int, Any] = {}
-        sends: list[Any] = []
-        token = bytearray(1)
-        if self.rank == root:
-            bufs = {r: bytearray(1) for r in range(self.size) if r != root}
-            recvs = {r: comm.Irecv([b, MPI.BYTE], source=r, tag=_ARRIVED) for r, b in bufs.items()}
-        else:
-            sends.append(comm.Isend([token, MPI.BYTE], dest=root, tag=_ARRIVED))
-        verdict = self.np.full(self.size + 1, -1, dtype=self.np.int64)
-        verdict_recv = (comm.Irecv([verdict, MPI.INT64_T], source=root, tag=_VERDICT)
-                        if self.rank != root else None)
+        for r, sent in self.arrivals.items():
+            if int(sent[0]) != self.call:
+                raise RuntimeError(
+                    f"{_CALLER}: rank {r} sent arrival of gather #{int(sent[0])} during gather "
+                    f"#{self.call}: the ranks called gather() on this group a different number "
+                    "of times")
 
-        def count() -> None:
-            for r, req in list(recvs.items()):
-                if req.Test():
-                    arrived.add(r)
-                    del recvs[r]
-
-        barrier = comm.Ibarrier()
-        if self._poll([barrier], deadline, count if self.rank == root else None):
-            MPI.Request.Waitall([*recvs.values(), *sends])
-            if verdict_recv is not None:
-                verdict_recv.Cancel()
-                verdict_recv.Wait()
-            self._dup()
-            return
-        if self.rank == root:
-            missing = sorted(set(range(self.size)) - arrived)
-            verdict[0] = len(missing)
-            verdict[1:1 + len(missing)] = missing
-            sends = [comm.Isend([verdict, MPI.INT64_T], dest=r, tag=_VERDICT)
-                     for r in arrived - {root}]
-            # The ranks that arrived wait for this verdict: let it leave (bounded) before the
-            # error may end this process; unfinished sends stay referenced, never freed.
-            self._poll(sends, time.monotonic() + min(self.timeout, 5.0))
-            self.session.pending += sends
-        elif self._poll([verdict_recv], time.monotonic() + self.timeout):
-            missing = [int(r) for r in verdict[1:1 + int(verdict[0])]]
-        else:
-            missing = [root]  # had the root arrived, its verdict would be here by now
-        raise GatherTimeout(
-            f"memscope.distributed.gather: rank(s) {_ranks_text(missing)} of {self.size} did "
-            f"not reach the gather within {self.timeout:g} s; the MPI communicator may be "
-            "unusable now (its barrier is still pending)", missing)
-
-    def _dup(self) -> None:
-        if self.session.comm is None:
-            self.session.comm = self.user_comm.Dup()
-            self.comm = self.session.comm
-
-    def allgather(self, row: list[float], k: int) -> list[list[float]]:
+    def allgather(self, row: list[float]) -> list[float]:
         np, MPI = self.np, self.MPI
         mine = np.asarray(row, dtype=np.float64)
-        out = np.empty((self.size, mine.size), dtype=np.float64)
-        req = self.comm.Iallgather([mine, MPI.DOUBLE], [out, MPI.DOUBLE])
-        deadline = time.monotonic() + (self.timeout if self.timeout is not None else math.inf)
-        if not self._poll([req], deadline):
-            raise GatherTimeout(
-                "memscope.distributed.gather: the payload allgather did not complete within "
-                f"{self.timeout:g} s after every rank arrived (a rank failed in between?); the "
-                "MPI communicator may be unusable now", [])
-        rows: list[list[float]] = out.tolist()
+        out = np.empty(self.size * mine.size, dtype=np.float64)
+        self._wait(self.comm.Iallgather([mine, MPI.DOUBLE], [out, MPI.DOUBLE]))
+        rows: list[float] = out.tolist()
         return rows
 
-    def allgather_object(self, obj: Any) -> list[Any]:
-        return self.comm.allgather(obj)
+    def allgather_bytes(self, blob: bytes) -> bytes:
+        """Every rank's blob, concatenated: the lengths, then the bytes (as memscope::mpi)."""
+        np, MPI = self.np, self.MPI
+        lengths = np.empty(self.size, dtype=np.intc)
+        self._wait(self.comm.Iallgather([np.array([len(blob)], dtype=np.intc), MPI.INT],
+                                        [lengths, MPI.INT]))
+        displacements = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.intc)
+        out = np.empty(max(int(lengths.sum()), 1), dtype=np.uint8)  # never a null buffer
+        mine = np.frombuffer(blob, dtype=np.uint8) if blob else np.empty(1, dtype=np.uint8)
+        self._wait(self.comm.Iallgatherv([mine, len(blob), MPI.CHAR],
+                                         [out, (lengths, displacements), MPI.CHAR]))
+        blobs: bytes = out[:int(lengths.sum())].tobytes()
+        return blobs
 
 
 # Entry point --------------------------------------------------------------------------------
@@ -515,7 +465,8 @@ def gather(metrics: Mapping[str, Any], *, group: Any = None, dst: Optional[int] 
     group: a torch.distributed process group or an mpi4py communicator (None: the whole world).
     dst: the rank (in the group) that gets the table, the others get None; None: every rank.
     timeout: seconds every rank has to arrive; after it, GatherTimeout naming the ranks that did
-      not (None: no barrier, the engine's own group timeout applies).
+      not (None: no deadline; torch.distributed: no store barrier, the group's own timeout
+      applies).
     engine: "auto", "torch" or "mpi" (see the module docstring); NotDistributedError when none
       applies.
     """
@@ -526,10 +477,11 @@ def gather(metrics: Mapping[str, Any], *, group: Any = None, dst: Optional[int] 
     if dst is not None and not 0 <= dst < eng.size:
         raise ValueError(f"dst={dst}: not a rank of this group of {eng.size} (or None: all)")
     try:
-        eng.barrier()
+        eng.start()
         rows, table = _payload_rows(eng, clean)
+        eng.finish()
     finally:
         eng.session.calls += 1
     if dst is not None and dst != eng.rank:
         return None
-    return RankTable([_decode(row, table) for row in rows])
+    return RankTable(_memscope.rank_decode(rows, table))

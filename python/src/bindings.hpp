@@ -16,6 +16,17 @@ inline std::chrono::microseconds interval_from_seconds(double seconds) {
   return std::chrono::microseconds(static_cast<std::int64_t>(seconds * 1e6));
 }
 
+// Called by the bind_* below, not by module.cpp. bind_allocator() binds PeakValues and PeakScope
+// (peak_scope.cpp), makes memscope.Allocator (allocator.cpp) and has each topic file add its
+// methods; bind_tracker() binds the metrics functions (metrics.cpp); bind_trace() the results
+// of a replay (replay_results.cpp).
+struct PyAllocator;
+void bind_peak_scope(nb::module_& m);
+void def_allocator_stats(nb::class_<PyAllocator>& cls);      // allocator_stats.cpp
+void def_allocator_recording(nb::class_<PyAllocator>& cls);  // recording.cpp
+void bind_metrics(nb::module_& m);
+void bind_replay_results(nb::module_& m);
+
 void bind_errors(nb::module_& m);
 void bind_units(nb::module_& m);
 void bind_allocator(nb::module_& m);
@@ -24,18 +35,10 @@ void bind_host(nb::module_& m);
 void bind_devices(nb::module_& m);
 void bind_torch_hooks(nb::module_& m);
 void bind_tracker(nb::module_& m);
-void bind_metrics(nb::module_& m);  // the metrics functions (bind_tracker calls it)
 void bind_cascade(nb::module_& m);  // CascadeSource derives from MemorySource (bind_tracker)
 void bind_device_probe(nb::module_& m);
-void bind_trace(nb::module_& m);           // memscope.Trace: load, replay, explain (trace.cpp)
-void bind_replay_results(nb::module_& m);  // what a replay gives (bind_trace calls it first)
-void bind_recording(nb::module_& m);       // allocator recording and Python stacks (recording.cpp)
-
-// memscope.Allocator's methods by topic: bind_allocator() makes the class (allocator.cpp) and
-// has each topic file add its own, after the PeakValues and PeakScope it returns (peak_scope.cpp).
-struct PyAllocator;
-void bind_peak_scope(nb::module_& m);
-void def_allocator_stats(nb::class_<PyAllocator>& cls);      // allocator_stats.cpp
-void def_allocator_recording(nb::class_<PyAllocator>& cls);  // recording.cpp
+void bind_trace(nb::module_& m);       // memscope.Trace: load, replay, explain (trace.cpp)
+void bind_recording(nb::module_& m);   // allocator recording and Python stacks (recording.cpp)
+void bind_rank_table(nb::module_& m);  // the cross-rank table and payload (rank_table.cpp)
 
 }  // namespace memscope::python

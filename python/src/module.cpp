@@ -18,4 +18,5 @@ NB_MODULE(_memscope, m) {
   bind_device_probe(m);
   bind_trace(m);
   bind_recording(m);
+  bind_rank_table(m);
 }

@@ -21,6 +21,7 @@ from conftest import MiB
 
 import memscope
 import memscope.distributed as msd
+from memscope import _memscope
 
 HERE = Path(__file__).resolve().parent
 WORKERS = HERE / "distributed"
@@ -234,7 +235,8 @@ def test_bad_input_names_it() -> None:
 
 def test_payload_round_trip_randomized() -> None:
     """Any mix of ints (up to 2**53) and floats over any table survives the float64 payload
-    exactly, types included; keys a rank lacks come back absent."""
+    (the C++ core's codec, which memscope::mpi uses too) exactly, types included; keys a rank
+    lacks come back absent."""
     rng = random.Random(15)
     for _ in range(200):
         table = sorted({f"k{rng.randrange(400)}" for _ in range(rng.randrange(1, 130))})
@@ -247,11 +249,20 @@ def test_payload_round_trip_randomized() -> None:
                 mine[key] = rng.uniform(-1e300, 1e300)
             elif pick < 0.8:
                 mine[key] = rng.choice([0.0, -0.0, math.inf, -math.inf, 5e-324])
-        row = msd._encode(mine, table, needs_table=False)
-        assert len(row) == 2 + len(table) + math.ceil(len(table) / 52)  # fixed size for K
-        back = msd._decode(row, table)
+        row = _memscope.rank_encode(table, mine, "test")
+        assert len(row) == 1 + len(table) + math.ceil(len(table) / 52)  # fixed size for K
+        assert _memscope.rank_payload_fits(row, len(table))
+        [back] = _memscope.rank_decode(row, table)
         assert back == mine
         assert all(type(back[k]) is type(v) for k, v in mine.items())
+
+
+def test_a_new_key_grows_the_table() -> None:
+    table = ["a", "b"]
+    assert not _memscope.rank_payload_fits(_memscope.rank_encode(table, {"z": 1}, "t"), 2)
+    blobs = _memscope.rank_key_blob({"a": 1}) + _memscope.rank_key_blob({"z": 1.5})
+    assert blobs == b"a\0z\0"
+    assert _memscope.rank_agree_table(table, blobs) == ["a", "b", "z"]  # only grows
 
 
 def test_table_reductions_randomized() -> None:

@@ -1,22 +1,21 @@
-// gather(): the key table agreed once per (communicator, key set) and cached on the
-// communicator, then one fixed-size float64 vector per rank (include/memscope/mpi.hpp).
+// gather(): MPI's transport for the core's wire format (memscope/rank_payload.hpp): the key
+// table agreed once per (communicator, key set) and cached on the communicator, then one
+// fixed-size float64 row per rank (include/memscope/mpi.hpp).
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <memory>
-#include <set>
 #include <string>
-#include <variant>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "exchange.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/mpi.hpp"
+#include "memscope/rank_payload.hpp"
 
 namespace memscope::mpi {
 
@@ -24,6 +23,8 @@ namespace {
 
 using detail::check;
 using detail::Exchange;
+
+constexpr std::string_view kCaller = "memscope::mpi::gather";
 
 // ex.wait() has completed `request` (it is MPI_REQUEST_NULL now), so this MPI_Wait returns at
 // once; it states the completion where clang's MPI checker can see it.
@@ -60,8 +61,8 @@ CommCache& cache_of(MPI_Comm comm) {
   return *cache.release();  // from now on the communicator owns it (delete_cache)
 }
 
-void check_input(const std::map<std::string, double>& metrics, MPI_Comm comm,
-                 std::optional<int> root, std::chrono::milliseconds timeout, int size) {
+void check_input(const RankMetrics& metrics, MPI_Comm comm, std::optional<int> root,
+                 std::chrono::milliseconds timeout, int size) {
   if (comm == MPI_COMM_NULL) {
     throw UsageError(
         "memscope::mpi::gather: comm is MPI_COMM_NULL; pass a communicator this "
@@ -79,26 +80,13 @@ void check_input(const std::map<std::string, double>& metrics, MPI_Comm comm,
         "other ranks)",
         timeout.count()));
   }
-  for (const auto& [key, value] : metrics) {
-    if (std::isnan(value)) {
-      throw UsageError(fmt::format(
-          "memscope::mpi::gather: metric '{}' is NaN; NaN marks a missing key in the gathered "
-          "payload, so leave the key out instead",
-          key));
-    }
-    if (key.find('\0') != std::string::npos) {
-      throw UsageError(fmt::format(
-          "memscope::mpi::gather: metric key '{}' holds a NUL character, which separates keys "
-          "in the key table; rename it",
-          key));
-    }
-  }
+  check_rank_metrics(metrics, kCaller);
 }
 
-// Every rank's key set, gathered once (lengths, then the bytes): the sorted union.
-std::vector<std::string> agree_keys(Exchange& ex, const std::map<std::string, double>& metrics) {
-  std::string blob;
-  for (const auto& [key, value] : metrics) (blob += key) += '\0';
+// Every rank's key blob, gathered once (lengths, then the bytes): the grown table.
+std::vector<std::string> agree_keys(Exchange& ex, const std::vector<std::string>& table,
+                                    const RankMetrics& metrics) {
+  const std::string blob = key_blob(metrics);
   if (blob.size() > static_cast<std::size_t>(INT_MAX)) {
     throw UsageError("memscope::mpi::gather: the metric keys of this rank exceed 2 GiB");
   }
@@ -130,30 +118,15 @@ std::vector<std::string> agree_keys(Exchange& ex, const std::map<std::string, do
         "MPI_Iallgatherv (keys)");
   ex.wait(request, "key table exchange");
   done(request);
-  std::set<std::string> keys;
-  std::size_t begin = 0;
-  for (std::size_t end = all.find('\0'); end != std::string::npos; end = all.find('\0', begin)) {
-    keys.emplace(all, begin, end - begin);
-    begin = end + 1;
-  }
-  return {keys.begin(), keys.end()};
+  return agree_table(table, all);
 }
 
-// One float64 row per rank: [keys fit the table ? 1 : 0, value per table key or NaN].
-// Returns the rows, or nothing when some rank's keys do not fit (every rank sees the same).
+// Every rank's payload row; nothing when some rank's keys do not fit (every rank sees the same).
 std::optional<std::vector<double>> gather_values(Exchange& ex,
                                                  const std::vector<std::string>& table,
-                                                 const std::map<std::string, double>& metrics) {
-  const std::size_t width = table.size() + 1;
-  std::vector<double> row(width, std::numeric_limits<double>::quiet_NaN());
-  std::size_t placed = 0;
-  for (std::size_t i = 0; i < table.size(); ++i) {
-    const auto it = metrics.find(table[i]);
-    if (it == metrics.end()) continue;
-    row[i + 1] = it->second;
-    ++placed;
-  }
-  row[0] = placed == metrics.size() ? 1.0 : 0.0;
+                                                 const RankMetrics& metrics) {
+  std::vector<double> row = encode_payload(table, metrics, kCaller);
+  const std::size_t width = row.size();
   if (width * static_cast<std::size_t>(ex.size()) > static_cast<std::size_t>(INT_MAX)) {
     throw UsageError("memscope::mpi::gather: keys x ranks exceed what one MPI message holds");
   }
@@ -164,16 +137,13 @@ std::optional<std::vector<double>> gather_values(Exchange& ex,
         "MPI_Iallgather (values)");
   ex.wait(request, "gather");
   done(request);
-  for (std::size_t r = 0; r < static_cast<std::size_t>(ex.size()); ++r) {
-    if (rows[r * width] != 1.0) return std::nullopt;
-  }
+  if (!payload_fits(rows, table.size())) return std::nullopt;
   return rows;
 }
 
-}  // namespace
-
-std::optional<RankTable> gather(const std::map<std::string, double>& metrics, MPI_Comm comm,
-                                std::optional<int> root, std::chrono::milliseconds timeout) {
+std::optional<RankTable> gather_numbers(const RankMetrics& metrics, MPI_Comm comm,
+                                        std::optional<int> root,
+                                        std::chrono::milliseconds timeout) {
   int initialised = 0;
   int finalised = 0;
   MPI_Initialized(&initialised);
@@ -193,38 +163,29 @@ std::optional<RankTable> gather(const std::map<std::string, double>& metrics, MP
   std::optional<std::vector<double>> rows;
   if (cache.table) rows = gather_values(ex, *cache.table, metrics);
   if (!rows) {
-    cache.table = agree_keys(ex, metrics);
+    cache.table = agree_keys(ex, cache.table.value_or(std::vector<std::string>{}), metrics);
     rows = gather_values(ex, *cache.table, metrics);
-    if (!rows) {  // cannot happen: the table is the union of the keys every rank just sent
+    if (!rows) {  // cannot happen: the table holds every key every rank just sent
       throw BackendError("memscope::mpi::gather: a rank's keys did not fit the table just agreed");
     }
   }
   ex.finish();
   if (root && *root != ex.rank()) return std::nullopt;
-
-  const std::vector<std::string>& table = *cache.table;
-  const std::size_t width = table.size() + 1;
-  std::vector<std::map<std::string, double>> ranks(static_cast<std::size_t>(size));
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      const double v = (*rows)[r * width + i + 1];
-      if (!std::isnan(v)) ranks[r].emplace(table[i], v);
-    }
-  }
+  std::vector<std::map<std::string, double>> ranks;
+  for (const auto& rank : decode_payload(*rows, *cache.table)) ranks.push_back(as_doubles(rank));
   return reduce(std::move(ranks));
+}
+
+}  // namespace
+
+std::optional<RankTable> gather(const std::map<std::string, double>& metrics, MPI_Comm comm,
+                                std::optional<int> root, std::chrono::milliseconds timeout) {
+  return gather_numbers(RankMetrics(metrics.begin(), metrics.end()), comm, root, timeout);
 }
 
 std::optional<RankTable> gather(const Metrics& metrics, MPI_Comm comm, std::optional<int> root,
                                 std::chrono::milliseconds timeout) {
-  std::map<std::string, double> numbers;
-  for (const auto& [key, value] : metrics) {
-    if (const auto* i = std::get_if<std::int64_t>(&value)) {
-      numbers.emplace(key, static_cast<double>(*i));
-    } else if (const auto* d = std::get_if<double>(&value)) {
-      numbers.emplace(key, *d);
-    }
-  }
-  return gather(numbers, comm, root, timeout);
+  return gather_numbers(numeric_metrics(metrics), comm, root, timeout);
 }
 
 }  // namespace memscope::mpi

@@ -8,6 +8,9 @@
 //   mpi_gather_main time           (not a test) median time of a gather, for the docs
 //   mpi_gather_main leave <rank>   <rank> finalizes without gathering; the others must get
 //                                  GatherTimeout naming it, then finalize too
+//   mpi_gather_main mixed          ranks 0 and 1 of a job whose ranks 2 and 3 run
+//                                  tests/mpi/mixed_rank.py (an MPMD mpirun): the same gathers
+//                                  and the same expected tables on both sides
 #include <mpi.h>
 
 #include <algorithm>
@@ -20,6 +23,7 @@
 #include <memscope/caching_allocator.hpp>
 #include <memscope/memory_source.hpp>
 #include <memscope/mpi.hpp>
+#include <memscope/rank_payload.hpp>
 #include <memscope/tracker.hpp>
 #include <random>
 #include <string>
@@ -190,6 +194,7 @@ void randomized_test() {
     expect(t.has_value() == receives, "round " + std::to_string(round) + ": table on root");
     if (!t) continue;
     std::vector<std::map<std::string, double>> all;
+    all.reserve(static_cast<std::size_t>(g_size));
     for (int r = 0; r < g_size; ++r) all.push_back(metrics_of(r, round));
     expect_same(*t, memscope::mpi::reduce(all), "round " + std::to_string(round));
   }
@@ -216,6 +221,43 @@ void time_gathers() {
   if (g_rank == 0) {
     std::printf("gather of 32 keys on %d ranks to rank 0: median %.0f us, p90 %.0f us\n", g_size,
                 us[us.size() / 2], us[us.size() * 9 / 10]);
+  }
+}
+
+// What rank r of the mixed job gathers in round `round` (mixed_rank.py says the same): ints
+// and fractions, a key per language, and new keys in later rounds (rank 3, a Python rank,
+// grows the table in round 1; rank 1, a C++ rank, in round 2).
+memscope::Metrics mixed_metrics(int r, int round) {
+  const bool cpp = r < 2;
+  memscope::Metrics m{{"shared_mem_delta", std::int64_t{r + 1} << 20},
+                      {"step", std::int64_t{10 + r}},
+                      {"loss", 0.25 * r},
+                      {cpp ? "cpp_only_bytes" : "python_only_bytes", std::int64_t{1000 + r}}};
+  if (round >= 1 && r == 3) m["only3"] = std::int64_t{7};
+  if (round >= 2 && r == 1) m["only1"] = 0.5;
+  return m;
+}
+
+void mixed_test() {
+  for (int round = 0; round < 3; ++round) {
+    const std::optional<int> root = round == 2 ? std::optional<int>(0) : std::nullopt;
+    const auto t = memscope::mpi::gather(mixed_metrics(g_rank, round), MPI_COMM_WORLD, root,
+                                         std::chrono::seconds(60));
+    const std::string what = "mixed round " + std::to_string(round);
+    expect(t.has_value() == (!root || *root == g_rank), what + ": table on the right ranks");
+    if (!t) continue;
+    std::vector<std::map<std::string, double>> all;
+    all.reserve(static_cast<std::size_t>(g_size));
+    for (int r = 0; r < g_size; ++r) {
+      all.push_back(memscope::as_doubles(memscope::numeric_metrics(mixed_metrics(r, round))));
+    }
+    const auto want = memscope::reduce(all);
+    expect_same(*t, want, what);
+    expect(t->format() == want.format(), what + ": format()");
+    expect(t->reductions.at("cpp_only_bytes").missing == std::vector<int>{2, 3},
+           what + ": the C++ key is missing on the Python ranks");
+    if (round >= 1) expect(t->reductions.at("only3").argmax == 3, what + ": only3 from rank 3");
+    if (g_rank == 0 && round == 0) std::printf("%s", t->format().c_str());
   }
 }
 
@@ -273,9 +315,13 @@ int main(int argc, char** argv) {
       MPI_Finalize();
       return 0;
     }
-    stage_metrics_test();
-    changing_keys_test();
-    randomized_test();
+    if (mode == "mixed") {
+      mixed_test();
+    } else {
+      stage_metrics_test();
+      changing_keys_test();
+      randomized_test();
+    }
   } catch (const std::exception& e) {
     expect(false, std::string("exception: ") + e.what());
     MPI_Abort(MPI_COMM_WORLD, 1);  // the other ranks may be waiting in a gather

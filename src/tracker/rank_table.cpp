@@ -1,20 +1,23 @@
-// The reduction of per-rank metrics and its text and JSON forms: pure functions, no MPI calls,
-// so gather() and the tests share one definition of min/max/argmax/missing.
+// The reduction of per-rank metrics and its text and JSON forms (include/memscope/rank_table.hpp):
+// pure functions, no MPI, so memscope::mpi, memscope.distributed and the tests share one
+// definition of min/max/argmax/missing and one layout.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
-
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
-#include "memscope/mpi.hpp"
+#include "memscope/rank_table.hpp"
+#include "memscope/units.hpp"
 
-namespace memscope::mpi {
+namespace memscope {
 
 RankTable reduce(std::vector<std::map<std::string, double>> ranks) {
   RankTable table;
@@ -68,30 +71,50 @@ nlohmann::json json_number(double v) {
   return v;
 }
 
+// Memory keys hold bytes: the Trainer's *_mem_* keys, deltas, and *_bytes.
+bool is_byte_key(std::string_view key) {
+  return key.find("_mem_") != std::string_view::npos || key.ends_with("_delta") ||
+         key.ends_with("_bytes");
+}
+
+std::string cell(std::string_view key, double v) {
+  if (is_byte_key(key) && std::isfinite(v) && std::fabs(v) < 9.2e18) {
+    return format_bytes(std::llround(v));
+  }
+  return number(v);
+}
+
+// [1, 2, 3, 7] -> "1-3,7": short even when many ranks miss a key; "-" for none.
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (std::size_t i = 0; i < ranks.size();) {
+    std::size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += i == j ? std::to_string(ranks[i]) : fmt::format("{}-{}", ranks[i], ranks[j]);
+    i = j + 1;
+  }
+  return out.empty() ? "-" : out;
+}
+
 }  // namespace
 
 std::string RankTable::format() const {
-  std::size_t width = 3;
-  for (const auto& [key, r] : reductions) width = std::max(width, key.size());
+  std::vector<std::array<std::string, 7>> rows{
+      {"key", "min", "max", "argmax", "mean", "sum", "missing"}};
+  for (const auto& [key, r] : reductions) {
+    rows.push_back({key, cell(key, r.min), cell(key, r.max), std::to_string(r.argmax),
+                    cell(key, r.mean), cell(key, r.sum), ranks_text(r.missing)});
+  }
+  std::array<std::size_t, 7> width{};
+  for (const auto& row : rows) {
+    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
+  }
   std::string out =
       fmt::format("memscope: {} metrics over {} ranks\n", reductions.size(), world_size);
-  out += fmt::format("  {:<{}}  {:>16}  {:>16}  {:>6}  {:>16}  {:>16}  {}\n", "key", width, "min",
-                     "max", "argmax", "mean", "sum", "missing on ranks");
-  for (const auto& [key, r] : reductions) {
-    out += fmt::format("  {:<{}}  {:>16}  {:>16}  {:>6}  {:>16}  {:>16}  {}\n", key, width,
-                       number(r.min), number(r.max), r.argmax, number(r.mean), number(r.sum),
-                       r.missing.empty() ? "-" : fmt::to_string(fmt::join(r.missing, ",")));
-  }
-  if (world_size > 16) return out;  // a column per rank stops being readable
-  out += fmt::format("  {:<{}}", "per rank", width);
-  for (int rank = 0; rank < world_size; ++rank) out += fmt::format("  {:>16}", rank);
-  out += '\n';
-  for (const auto& [key, r] : reductions) {
-    out += fmt::format("  {:<{}}", key, width);
-    for (const auto& values : ranks) {
-      const auto it = values.find(key);
-      out += fmt::format("  {:>16}", it == values.end() ? "missing" : number(it->second));
-    }
+  for (const auto& row : rows) {
+    out += fmt::format("{:<{}}", row[0], width[0]);
+    for (std::size_t i = 1; i < row.size(); ++i) out += fmt::format("  {:>{}}", row[i], width[i]);
     out += '\n';
   }
   return out;
@@ -120,4 +143,4 @@ std::string RankTable::to_json() const {
   return out.dump();
 }
 
-}  // namespace memscope::mpi
+}  // namespace memscope

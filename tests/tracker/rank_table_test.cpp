@@ -1,13 +1,12 @@
-// The reduction gather() applies, checked in one process: missing keys, ties, the JSON field
-// names shared with Python, and the error when MPI was never initialised (this binary never
-// calls MPI_Init).
+// The cross-rank table in one process, no MPI: the reduction (missing keys, ties), the text
+// layout and the JSON field names shared with Python.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <map>
-#include <memscope/mpi.hpp>
+#include <memscope/rank_table.hpp>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -15,10 +14,10 @@
 
 namespace {
 
-using memscope::mpi::reduce;
+using memscope::reduce;
 using Ranks = std::vector<std::map<std::string, double>>;
 
-TEST(MpiReduce, MissingKeysAreNotZeroAndTiesGoToTheLowestRank) {
+TEST(RankTable, MissingKeysAreNotZeroAndTiesGoToTheLowestRank) {
   const Ranks ranks{{{"a", 5}, {"b", -1}}, {{"a", 9}}, {{"a", 9}, {"b", -4}}, {{"b", 2}}};
   const auto t = reduce(ranks);
   ASSERT_EQ(t.world_size, 4);
@@ -37,7 +36,7 @@ TEST(MpiReduce, MissingKeysAreNotZeroAndTiesGoToTheLowestRank) {
   EXPECT_EQ(t.ranks, ranks);
 }
 
-TEST(MpiReduce, RandomTablesAgreeWithADirectCount) {
+TEST(RankTable, RandomTablesAgreeWithADirectCount) {
   std::mt19937_64 rng(15);
   std::uniform_int_distribution<int> ranks_dist(1, 40);
   std::uniform_int_distribution<int> value(-3, 3);  // few values: many ties
@@ -85,7 +84,7 @@ TEST(MpiReduce, RandomTablesAgreeWithADirectCount) {
   }
 }
 
-TEST(MpiReduce, JsonCarriesPythonsFieldNames) {
+TEST(RankTable, JsonCarriesPythonsFieldNames) {
   const auto t = reduce({{{"train_mem_cpu_alloc_delta", 1024}}, {}});
   const auto j = nlohmann::json::parse(t.to_json());
   EXPECT_EQ(j.at("world_size"), 2);
@@ -102,13 +101,41 @@ TEST(MpiReduce, JsonCarriesPythonsFieldNames) {
   EXPECT_NE(text.find("missing"), std::string::npos) << text;
 }
 
-TEST(MpiGather, RefusesToRunBeforeMpiInit) {
-  try {
-    (void)memscope::mpi::gather(std::map<std::string, double>{{"a", 1}});
-    FAIL() << "gather() ran without MPI_Init";
-  } catch (const memscope::UsageError& e) {
-    EXPECT_NE(std::string(e.what()).find("MPI_Init"), std::string::npos) << e.what();
+TEST(RankTable, FormatAlignsUsesByteUnitsAndAbbreviatesMissingRanks) {
+  Ranks ranks(6);
+  ranks[0] = {{"train_mem_gpu_peaked_delta", 3 << 20}, {"loss", 0.5}};
+  ranks[5] = {{"train_mem_gpu_peaked_delta", 7 << 20}};
+  const std::string text = reduce(ranks).format();
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, end = 0; (end = text.find('\n', at)) != std::string::npos;
+       at = end + 1) {
+    lines.push_back(text.substr(at, end - at));
   }
+  ASSERT_EQ(lines.size(), 4U) << text;
+  EXPECT_EQ(lines[0], "memscope: 2 metrics over 6 ranks");
+  for (std::size_t i = 2; i < lines.size(); ++i) {
+    EXPECT_EQ(lines[i].size(), lines[1].size()) << "row " << i << " not aligned:\n" << text;
+  }
+  EXPECT_EQ(lines[1].substr(0, 3), "key");
+  // Sorted keys: loss (a fraction, missing on 1-5), then the memory key in byte units.
+  EXPECT_EQ(lines[2].substr(0, 4), "loss");
+  EXPECT_TRUE(lines[2].ends_with("  1-5")) << lines[2];
+  EXPECT_NE(lines[2].find(" 0.5 "), std::string::npos) << lines[2];
+  const std::string& row = lines[3];
+  for (const char* cell : {"3.00 MiB", "7.00 MiB", "5.00 MiB", "10.00 MiB"}) {
+    EXPECT_NE(row.find(cell), std::string::npos) << cell << " in " << row;
+  }
+  EXPECT_TRUE(row.ends_with("  1-4")) << row;
+  EXPECT_TRUE(reduce({{{"x", 1}}, {{"x", 2}}}).format().find("  -\n") != std::string::npos)
+      << "a key no rank misses shows '-'";
+}
+
+TEST(RankTable, JsonKeepsInfinitiesOutAndFractionsAsFloats) {
+  const auto j = nlohmann::json::parse(
+      reduce({{{"a", std::numeric_limits<double>::infinity()}, {"b", 0.25}}}).to_json());
+  EXPECT_TRUE(j.at("ranks")[0].at("a").is_null());
+  EXPECT_EQ(j.at("ranks")[0].at("b"), 0.25);
+  EXPECT_TRUE(j.at("reductions").at("b").at("mean").is_number_float());
 }
 
 }  // namespace

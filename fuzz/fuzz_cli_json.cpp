@@ -13,16 +13,16 @@
 #include <string>
 
 #include "cli.hpp"
-#include "diff.hpp"
-#include "html_report.hpp"
+#include "diff/diff.hpp"
 #include "input_files.hpp"
-#include "json_text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
-#include "replay_output.hpp"
-#include "report_builders.hpp"
-#include "run_record.hpp"
-#include "run_summary.hpp"
+#include "replay/replay_output.hpp"
+#include "report/html_report.hpp"
+#include "report/json_text.hpp"
+#include "report/report_builders.hpp"
+#include "run/run_record.hpp"
+#include "run/run_summary.hpp"
 
 namespace {
 

@@ -1,5 +1,5 @@
-// decimate() (tools/memscope/decimate.hpp): what an HTML report's lines keep of long series.
-#include "decimate.hpp"
+// decimate() (tools/memscope/report/decimate.hpp): what an HTML report's lines keep of long series.
+#include "report/decimate.hpp"
 
 #include <algorithm>
 #include <cstddef>

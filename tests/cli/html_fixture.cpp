@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "html_report.hpp"
-#include "report_builders.hpp"
-#include "report_model.hpp"
+#include "report/html_report.hpp"
+#include "report/report_builders.hpp"
+#include "report/report_model.hpp"
 
 namespace {
 

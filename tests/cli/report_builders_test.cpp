@@ -1,4 +1,4 @@
-// report_of_run / report_of_metrics (tools/memscope/report_builders.hpp) and render_html /
+// report_of_run / report_of_metrics (tools/memscope/report/report_builders.hpp) and render_html /
 // write_html (html_report.hpp) on Reports built in code.
 #include <unistd.h>
 #include <cstdint>
@@ -8,10 +8,10 @@
 #include <gtest/gtest.h>
 
 #include "cli.hpp"
-#include "html_report.hpp"
 #include "memscope/metrics.hpp"
-#include "report_builders.hpp"
-#include "run_record.hpp"
+#include "report/html_report.hpp"
+#include "report/report_builders.hpp"
+#include "run/run_record.hpp"
 
 namespace memscope::cli {
 namespace {

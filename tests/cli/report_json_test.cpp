@@ -1,13 +1,13 @@
-// report_to_json / report_from_json (tools/memscope/report_builders.hpp): a Report survives the
-// trip exactly, and bad input is refused naming the field.
+// report_to_json / report_from_json (tools/memscope/report/report_builders.hpp): a Report survives
+// the trip exactly, and bad input is refused naming the field.
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "report_builders.hpp"
-#include "report_model.hpp"
+#include "report/report_builders.hpp"
+#include "report/report_model.hpp"
 
 namespace memscope::cli {
 namespace {

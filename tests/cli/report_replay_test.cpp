@@ -1,4 +1,4 @@
-// report_of_replay (tools/memscope/report_builders.hpp) on the repository's real trace: the
+// report_of_replay (tools/memscope/report/report_builders.hpp) on the repository's real trace: the
 // segment map at the peak is the allocator's state there (its segments add up to the peak
 // reserved bytes), the marker sits at the peak op's time, and the lines are the replay's.
 #include <cstddef>
@@ -9,7 +9,7 @@
 
 #include "memscope/replay.hpp"
 #include "memscope/trace.hpp"
-#include "report_builders.hpp"
+#include "report/report_builders.hpp"
 #include "trace_corpus.hpp"
 
 namespace memscope::cli {

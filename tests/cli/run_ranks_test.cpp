@@ -17,11 +17,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
-#include "rank_env.hpp"
-#include "run_ranks.hpp"
-#include "run_record.hpp"
-#include "run_summary.hpp"
-#include "run_watch.hpp"
+#include "run/rank_env.hpp"
+#include "run/run_ranks.hpp"
+#include "run/run_record.hpp"
+#include "run/run_summary.hpp"
+#include "run/run_watch.hpp"
 
 namespace memscope::cli {
 namespace {

@@ -1,4 +1,4 @@
-"""Run recordings (memscope-run v1, tools/memscope/run_record.hpp) written by hand, for the tests
+"""Run recordings (memscope-run v1, tools/memscope/run/run_record.hpp) written by hand, for the tests
 of `memscope report` and `memscope diff` that must not depend on what a machine's processes do.
 """
 

@@ -25,13 +25,13 @@
 
 #include "cli.hpp"
 #include "probes/proc_files.hpp"
-#include "process_tree.hpp"
-#include "report_builders.hpp"
-#include "run_helpers.hpp"
-#include "run_marks.hpp"
-#include "run_record.hpp"
-#include "run_summary.hpp"
-#include "run_watch.hpp"
+#include "report/report_builders.hpp"
+#include "run/process_tree.hpp"
+#include "run/run_helpers.hpp"
+#include "run/run_marks.hpp"
+#include "run/run_record.hpp"
+#include "run/run_summary.hpp"
+#include "run/run_watch.hpp"
 
 namespace memscope::cli {
 namespace {

@@ -10,10 +10,10 @@
 
 #include "cli.hpp"
 #include "common/atomic_file.hpp"
-#include "json_text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
-#include "run_record.hpp"
+#include "report/json_text.hpp"
+#include "run/run_record.hpp"
 
 namespace memscope::cli {
 namespace {

@@ -1,0 +1,132 @@
+// memscope diff A B: two metrics files, two run recordings or two traces side by side, the
+// biggest growth first (diff.hpp).
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cli.hpp"
+#include "commands.hpp"
+#include "diff/diff.hpp"
+#include "input_files.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/trace.hpp"
+#include "progress.hpp"
+#include "report/json_text.hpp"
+#include "run/run_record.hpp"
+
+namespace memscope::cli {
+namespace {
+
+struct DiffArgs {
+  std::string a;
+  std::string b;
+  std::string json;
+  std::size_t top = 20;
+  std::int64_t device = -1;
+};
+
+std::string kind_phrase(const InputFile& f) {
+  switch (f.kind) {
+    case InputKind::metrics:
+      return "saved metrics";
+    case InputKind::unknown:
+      return "of no kind memscope knows (" + f.looks_like + ")";
+    default:
+      return std::string("a ") + to_string(f.kind);
+  }
+}
+
+Metrics metrics_of(const InputFile& f) {
+  try {
+    return load_metrics(f.path);
+  } catch (const Error& e) {
+    throw InputFailure(e.what());
+  }
+}
+
+int run_diff_command(const DiffArgs& args) {
+  check_outputs({{"A", args.a}, {"B", args.b}}, {{"--json", args.json}});
+  Progress progress("memscope diff");
+  progress.phase("memscope diff: reading " + args.a);
+  const InputFile a = read_input(args.a, "A");
+  progress.phase("memscope diff: reading " + args.b);
+  const InputFile b = read_input(args.b, "B");
+  for (const InputFile* f : {&a, &b}) {
+    if (f->kind == InputKind::unknown) {
+      throw InputFailure(
+          fmt::format("{} '{}' is {}; diff compares two files of one of these "
+                      "kinds: {}",
+                      f == &a ? "A" : "B", f->path.string(), kind_phrase(*f), understood_kinds()));
+    }
+    if (f->kind == InputKind::replay) {
+      throw InputFailure(
+          fmt::format("{} '{}' is a replay result; diff compares two traces (give "
+                      "the trace files), two metrics files or two run recordings",
+                      f == &a ? "A" : "B", f->path.string()));
+    }
+  }
+  if (a.kind != b.kind) {
+    throw InputFailure(
+        fmt::format("A '{}' is {} and B '{}' is {}; diff compares two files of the "
+                    "same kind (two metrics files, two run recordings or two "
+                    "traces)",
+                    args.a, kind_phrase(a), args.b, kind_phrase(b)));
+  }
+  DiffNames names{args.a, args.b, args.top};
+  DiffOutput out;
+  switch (a.kind) {
+    case InputKind::metrics:
+      out = diff_metrics(metrics_of(a), metrics_of(b), names);
+      break;
+    case InputKind::run:
+      out = diff_runs(run_record_from_json(a.json, args.a), run_record_from_json(b.json, args.b),
+                      names);
+      break;
+    case InputKind::trace: {
+      progress.phase("memscope diff: reading the traces");
+      const TorchSnapshot ta = read_trace(a.bytes, args.a);
+      const TorchSnapshot tb = read_trace(b.bytes, args.b);
+      progress.phase("memscope diff: replaying both traces");
+      out = diff_traces(ta, tb, names,
+                        args.device >= 0 ? std::optional<std::int64_t>(args.device) : std::nullopt);
+      break;
+    }
+    case InputKind::replay:
+    case InputKind::unknown:
+      break;  // refused above
+  }
+  progress.finish();
+  std::fputs(out.text.c_str(), stdout);
+  if (!args.json.empty()) {
+    write_output_file(args.json, json_text(out.json, 1) + "\n", "--json");
+    std::printf("diff JSON: %s\n", args.json.c_str());
+  }
+  std::fflush(stdout);
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_diff_command(CLI::App& app, Action& action) {
+  CLI::App* sub = app.add_subcommand(
+      "diff",
+      "Compare two files of the same kind, the biggest growth first: two saved metrics files "
+      "(per stage and key), two `memscope run` recordings (per stage and per command), or two "
+      "traces (live bytes by allocation site at the peak and at the end).");
+  auto args = std::make_shared<DiffArgs>();
+  sub->add_option("A", args->a, "the first file (the baseline)")->required();
+  sub->add_option("B", args->b, "the second file")->required();
+  sub->add_option("--json", args->json, "also write the comparison as JSON (memscope-diff)");
+  sub->add_option("--top", args->top, "rows printed per table (default 20; --json has all)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--device", args->device,
+                  "traces: the device to compare (default: the first with events in each)")
+      ->check(CLI::NonNegativeNumber);
+  sub->callback([&action, args] { action = [args] { return run_diff_command(*args); }; });
+}
+
+}  // namespace memscope::cli

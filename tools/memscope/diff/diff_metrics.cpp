@@ -1,0 +1,182 @@
+// diff_metrics (diff.hpp): two saved metrics files, key by key.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string_view>
+#include <vector>
+
+#include "diff/diff.hpp"
+#include "memscope/units.hpp"
+#include "report/text_table.hpp"
+
+namespace memscope::cli {
+namespace {
+
+enum class Kind { memory, seconds, number, text };
+
+// The same classes format_metrics_table() uses, so a key reads the same in both.
+Kind kind_of(std::string_view key, const MetricValue* a, const MetricValue* b) {
+  const auto is_text = [](const MetricValue* v) {
+    return v != nullptr && std::holds_alternative<std::string>(*v);
+  };
+  if (is_text(a) || is_text(b)) return Kind::text;
+  if (key.find("_mem_") != std::string_view::npos) return Kind::memory;
+  if (key.find("_runtime") != std::string_view::npos) return Kind::seconds;
+  return Kind::number;
+}
+
+// The stage of a key as format_metrics_table() groups it: the text before the first '_';
+// before_init_* belongs to init.
+std::string stage_of(std::string_view key) {
+  if (key.starts_with("before_init_")) return "init";
+  const std::size_t underscore = key.find('_');
+  return underscore == std::string_view::npos ? std::string()
+                                              : std::string(key.substr(0, underscore));
+}
+
+double number(const MetricValue& v) {
+  if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  return 0.0;
+}
+
+std::string text_of(const MetricValue* v, Kind kind) {
+  if (v == nullptr) return "-";
+  if (const auto* s = std::get_if<std::string>(v)) return *s;
+  const double x = number(*v);
+  switch (kind) {
+    case Kind::memory:
+      return format_bytes(static_cast<std::int64_t>(x));
+    case Kind::seconds:
+      return fmt::format("{:.3f} s", x);
+    default:
+      break;
+  }
+  if (std::holds_alternative<std::int64_t>(*v)) return std::to_string(std::get<std::int64_t>(*v));
+  return fmt::format("{:.6g}", x);
+}
+
+std::string change_text(double change, Kind kind) {
+  switch (kind) {
+    case Kind::memory:
+      return signed_bytes(static_cast<std::int64_t>(change));
+    case Kind::seconds:
+      return fmt::format("{:+.3f} s", change);
+    default:
+      return fmt::format("{:+.6g}", change);
+  }
+}
+
+nlohmann::json value_json(const MetricValue* v) {
+  if (v == nullptr) return nullptr;
+  return std::visit([](const auto& x) { return nlohmann::json(x); }, *v);
+}
+
+struct Row {
+  std::string key;
+  Kind kind = Kind::number;
+  const MetricValue* a = nullptr;
+  const MetricValue* b = nullptr;
+  [[nodiscard]] bool numeric_both() const {
+    return kind != Kind::text && a != nullptr && b != nullptr;
+  }
+  [[nodiscard]] double change() const { return numeric_both() ? number(*b) - number(*a) : 0.0; }
+};
+
+}  // namespace
+
+DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names) {
+  std::set<std::string, std::less<>> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  std::vector<Row> rows;
+  for (const std::string& key : keys) {
+    Row row;
+    row.key = key;
+    if (auto it = a.find(key); it != a.end()) row.a = &it->second;
+    if (auto it = b.find(key); it != b.end()) row.b = &it->second;
+    row.kind = kind_of(key, row.a, row.b);
+    rows.push_back(row);
+  }
+  // Memory first, the largest absolute change first; then the rest by the largest relative
+  // change, keys in one file only last.
+  const auto rank = [](const Row& r) {
+    if (!r.numeric_both()) return 2;
+    return r.kind == Kind::memory ? 0 : 1;
+  };
+  const auto relative = [](const Row& r) {
+    const double base = std::fabs(number(*r.a));
+    return base == 0.0 ? std::fabs(r.change()) : std::fabs(r.change()) / base;
+  };
+  std::stable_sort(rows.begin(), rows.end(), [&](const Row& x, const Row& y) {
+    if (rank(x) != rank(y)) return rank(x) < rank(y);
+    if (rank(x) == 0) return std::fabs(x.change()) > std::fabs(y.change());
+    if (rank(x) == 1) return relative(x) > relative(y);
+    return false;
+  });
+
+  DiffOutput out;
+  out.json = diff_json("metrics", names);
+  nlohmann::json json_rows = nlohmann::json::array();
+  TextTable table(
+      {{"stage"}, {"key"}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
+  std::size_t changed = 0;
+  std::size_t only_a = 0;
+  std::size_t only_b = 0;
+  for (const Row& r : rows) {
+    std::string change;
+    std::string pct;
+    if (r.numeric_both()) {
+      change = change_text(r.change(), r.kind);
+      pct = percent_change(number(*r.a), number(*r.b));
+      if (r.change() != 0.0) ++changed;
+    } else if (r.a == nullptr) {
+      change = "only in B";
+      ++only_b;
+    } else if (r.b == nullptr) {
+      change = "only in A";
+      ++only_a;
+    } else if (text_of(r.a, r.kind) != text_of(r.b, r.kind)) {
+      change = "changed";
+      ++changed;
+    }
+    if (table.rows() < names.top) {
+      table.add_row(
+          {stage_of(r.key), r.key, text_of(r.a, r.kind), text_of(r.b, r.kind), change, pct});
+    }
+    json_rows.push_back(
+        {{"stage", stage_of(r.key)},
+         {"key", r.key},
+         {"a", value_json(r.a)},
+         {"b", value_json(r.b)},
+         {"change", r.numeric_both() ? nlohmann::json(r.change()) : nullptr},
+         {"change_pct", r.numeric_both() ? percent_json(number(*r.a), number(*r.b)) : nullptr}});
+  }
+  out.json["rows"] = std::move(json_rows);
+
+  const auto biggest = std::find_if(rows.begin(), rows.end(), [](const Row& r) {
+    return r.kind == Kind::memory && r.numeric_both() && r.change() != 0.0;
+  });
+  if (biggest != rows.end()) {
+    std::string pct = percent_change(number(*biggest->a), number(*biggest->b));
+    out.summary = fmt::format("largest memory change: {} {}{}", biggest->key,
+                              change_text(biggest->change(), Kind::memory),
+                              pct.empty() ? "" : " (" + pct + ")");
+  } else {
+    out.summary = "no memory metric changed";
+  }
+  out.summary += fmt::format("; {} of {} keys changed, {} only in A, {} only in B", changed,
+                             rows.size(), only_a, only_b);
+  out.json["summary"] = out.summary;
+  out.text = fmt::format("metrics: A = {}, B = {}\n", names.a, names.b) + table.render();
+  if (rows.size() > table.rows()) {
+    out.text += fmt::format("({} more keys; --top shows more, --json has all)\n",
+                            rows.size() - table.rows());
+  }
+  out.text += "\n" + out.summary + "\n";
+  return out;
+}
+
+}  // namespace memscope::cli

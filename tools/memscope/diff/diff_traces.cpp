@@ -1,0 +1,236 @@
+// diff_traces (diff.hpp): two traces, allocation site by allocation site.
+//
+// Live bytes by site come from the replay plan (what the program asked for, independent of the
+// allocator's settings) at two moments: the op after which live bytes peak, and the end. The
+// stacks are reduced to sites by the library's own rule (explain_with_trace(), the innermost
+// frame of user code), so the sites read as `memscope replay` prints them.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "cli.hpp"
+#include "diff/diff.hpp"
+#include "memscope/replay.hpp"
+#include "memscope/units.hpp"
+#include "report/text_table.hpp"
+
+namespace memscope::cli {
+namespace {
+
+using Json = nlohmann::json;
+
+struct TraceFigures {
+  std::int64_t device = 0;
+  std::size_t events = 0;
+  std::int64_t peak_reserved = 0;  // replayed with the default settings on an 80 GiB device
+  std::size_t peak_live = 0;
+  std::size_t live_at_end = 0;
+  std::map<std::string, std::size_t> at_peak;  // site -> live bytes at the peak of live bytes
+  std::map<std::string, std::size_t> at_end;
+  std::string peak_stage;
+};
+
+// Live requested bytes per stack after op `last` (inclusive) of the plan.
+std::vector<StackBytes> live_stacks(const ReplayPlan& plan, std::size_t last) {
+  std::unordered_map<std::uint64_t, std::size_t> live;  // slot (or address) -> alloc op
+  for (std::size_t i = 0; i <= last && i < plan.ops.size(); ++i) {
+    const ReplayOp& op = plan.ops[i];
+    const std::uint64_t key = plan.linked ? op.slot : op.addr;
+    if (op.is_free) {
+      live.erase(key);
+    } else {
+      live[key] = i;
+    }
+  }
+  std::unordered_map<std::uint64_t, StackBytes> by_stack;  // by stack and origin
+  for (const auto& [key, i] : live) {
+    const ReplayOp& op = plan.ops[i];
+    const SiteOrigin origin = origin_of(plan, i);
+    StackBytes& s = by_stack[(std::uint64_t{op.stack} << 2U) | static_cast<std::uint64_t>(origin)];
+    s.stack = op.stack;
+    s.origin = origin;
+    s.bytes += op.size;
+    ++s.count;
+  }
+  std::vector<StackBytes> out;
+  out.reserve(by_stack.size());
+  for (const auto& [stack, bytes] : by_stack) out.push_back(bytes);
+  return out;
+}
+
+std::map<std::string, std::size_t> by_site(const TorchSnapshot& snapshot, const ReplayPlan& plan,
+                                           std::vector<StackBytes> stacks) {
+  ReplayResult grouped;
+  grouped.at_peak_live.stacks = std::move(stacks);
+  explain_with_trace(snapshot, plan, grouped, std::numeric_limits<std::size_t>::max());
+  std::map<std::string, std::size_t> out;
+  for (const ReplaySite& site : grouped.at_peak_live.top_sites) out[site.where()] += site.bytes;
+  return out;
+}
+
+std::int64_t first_device(const TorchSnapshot& snapshot, const std::string& name,
+                          std::optional<std::int64_t> device) {
+  const std::vector<std::int64_t> devices = trace_devices(snapshot);
+  if (device) {
+    if (std::find(devices.begin(), devices.end(), *device) == devices.end()) {
+      throw UsageFailure(
+          fmt::format("--device {}: '{}' has no events on that device", *device, name));
+    }
+    return *device;
+  }
+  if (devices.empty()) {
+    throw InputFailure("'" + name +
+                       "': the trace holds no events on any device, nothing to compare");
+  }
+  return devices.front();
+}
+
+TraceFigures figures_of(const TorchSnapshot& snapshot, const std::string& name,
+                        std::optional<std::int64_t> device) {
+  TraceFigures f;
+  f.device = first_device(snapshot, name, device);
+  const ReplayPlan plan = build_replay_plan(snapshot, f.device);
+  f.events = plan.traced_ops;
+  f.peak_live = plan.peak_live;
+  f.live_at_end = plan.live_at_end;
+  const ReplayResult result = replay_trace(snapshot, f.device, ReplayOptions{});
+  f.peak_reserved = result.peak_reserved;
+  f.peak_stage = result.peak_live.tag;
+  if (!plan.ops.empty()) {
+    f.at_peak = by_site(snapshot, plan, live_stacks(plan, plan.peak_live_op));
+    f.at_end = by_site(snapshot, plan, live_stacks(plan, plan.ops.size() - 1));
+  }
+  return f;
+}
+
+std::int64_t signed_change(std::size_t a, std::size_t b) {
+  return static_cast<std::int64_t>(b) - static_cast<std::int64_t>(a);
+}
+
+std::size_t get(const std::map<std::string, std::size_t>& m, const std::string& key) {
+  const auto it = m.find(key);
+  return it == m.end() ? 0 : it->second;
+}
+
+}  // namespace
+
+DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const DiffNames& names,
+                       std::optional<std::int64_t> device) {
+  const TraceFigures fa = figures_of(a, names.a, device);
+  const TraceFigures fb = figures_of(b, names.b, device);
+
+  struct Site {
+    std::string where;
+    std::size_t peak_a = 0, peak_b = 0, end_a = 0, end_b = 0;
+    [[nodiscard]] std::int64_t peak_change() const { return signed_change(peak_a, peak_b); }
+    [[nodiscard]] std::int64_t end_change() const { return signed_change(end_a, end_b); }
+  };
+  std::map<std::string, Site> sites;
+  for (const auto* m : {&fa.at_peak, &fb.at_peak, &fa.at_end, &fb.at_end}) {
+    for (const auto& [where, bytes] : *m) sites[where].where = where;
+  }
+  std::vector<Site> rows;
+  for (auto& [where, s] : sites) {
+    s.peak_a = get(fa.at_peak, where);
+    s.peak_b = get(fb.at_peak, where);
+    s.end_a = get(fa.at_end, where);
+    s.end_b = get(fb.at_end, where);
+    rows.push_back(s);
+  }
+  // The biggest growth at the peak first, then at the end; shrinking sites after.
+  std::stable_sort(rows.begin(), rows.end(), [](const Site& x, const Site& y) {
+    if (x.peak_change() != y.peak_change()) return x.peak_change() > y.peak_change();
+    return x.end_change() > y.end_change();
+  });
+
+  DiffOutput out;
+  out.json = diff_json("traces", names);
+  const auto trace_json = [](const TraceFigures& f) {
+    return Json{{"device", f.device},
+                {"events", f.events},
+                {"peak_reserved", f.peak_reserved},
+                {"peak_live", f.peak_live},
+                {"live_at_end", f.live_at_end},
+                {"peak_stage", f.peak_stage}};
+  };
+  out.json["trace_a"] = trace_json(fa);
+  out.json["trace_b"] = trace_json(fb);
+
+  TextTable totals({{""}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
+  const auto total = [&](const char* what, std::size_t x, std::size_t y) {
+    totals.add_row({what, format_size(x), format_size(y), signed_bytes(signed_change(x, y)),
+                    percent_change(static_cast<double>(x), static_cast<double>(y))});
+  };
+  total("peak reserved (default settings)", static_cast<std::size_t>(fa.peak_reserved),
+        static_cast<std::size_t>(fb.peak_reserved));
+  total("peak live", fa.peak_live, fb.peak_live);
+  total("live at the end", fa.live_at_end, fb.live_at_end);
+
+  TextTable table({{"site"},
+                   {"peak A", true},
+                   {"peak B", true},
+                   {"change", true},
+                   {"end A", true},
+                   {"end B", true},
+                   {"change", true}});
+  Json sites_json = Json::array();
+  std::size_t unchanged = 0;
+  for (const Site& s : rows) {
+    if (s.peak_change() == 0 && s.end_change() == 0) {
+      ++unchanged;
+    } else if (table.rows() < names.top) {
+      table.add_row({s.where, format_size(s.peak_a), format_size(s.peak_b),
+                     signed_bytes(s.peak_change()), format_size(s.end_a), format_size(s.end_b),
+                     signed_bytes(s.end_change())});
+    }
+    sites_json.push_back({{"site", s.where},
+                          {"peak_a", s.peak_a},
+                          {"peak_b", s.peak_b},
+                          {"peak_change", s.peak_change()},
+                          {"end_a", s.end_a},
+                          {"end_b", s.end_b},
+                          {"end_change", s.end_change()}});
+  }
+  out.json["sites"] = std::move(sites_json);
+
+  const std::int64_t peak_change = signed_change(fa.peak_live, fb.peak_live);
+  const std::string pct =
+      percent_change(static_cast<double>(fa.peak_live), static_cast<double>(fb.peak_live));
+  out.summary =
+      fmt::format("peak live {}{}", signed_bytes(peak_change), pct.empty() ? "" : " (" + pct + ")");
+  // "mostly": the site whose change at the peak goes the same way and is the largest.
+  const Site* mostly = nullptr;
+  for (const Site& s : rows) {
+    if (s.peak_change() == 0 || (s.peak_change() > 0) != (peak_change > 0)) continue;
+    if (mostly == nullptr || std::llabs(s.peak_change()) > std::llabs(mostly->peak_change())) {
+      mostly = &s;
+    }
+  }
+  if (peak_change != 0 && mostly != nullptr) {
+    out.summary +=
+        fmt::format(", mostly {} ({})", mostly->where, signed_bytes(mostly->peak_change()));
+  }
+  out.json["summary"] = out.summary;
+
+  out.text = fmt::format("traces: A = {} (device {}, {} events), B = {} (device {}, {} events)\n",
+                         names.a, fa.device, fa.events, names.b, fb.device, fb.events) +
+             totals.render() +
+             "\nlive bytes by allocation site at the peak of live bytes and at the end, the "
+             "biggest growth first:\n";
+  out.text += table.empty() ? "  no site changed\n" : table.render(2);
+  const std::size_t changed = rows.size() - unchanged;
+  if (changed > table.rows()) {
+    out.text += fmt::format("  ({} more sites changed; --top shows more, --json has all)\n",
+                            changed - table.rows());
+  }
+  if (unchanged != 0) out.text += fmt::format("  ({} sites unchanged)\n", unchanged);
+  out.text += "\n" + out.summary + "\n";
+  return out;
+}
+
+}  // namespace memscope::cli

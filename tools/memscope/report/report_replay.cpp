@@ -1,0 +1,344 @@
+// The report of a replay (report_builders.hpp): the allocator's counters over the trace's
+// time, the peak, stage bands from the events' tags, the segments at the peak and the code that
+// allocated what was live there.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "memscope/caching_allocator.hpp"
+#include "memscope/replay.hpp"
+#include "memscope/simulated_backend.hpp"
+#include "memscope/units.hpp"
+#include "report/report_builders.hpp"
+
+namespace memscope::cli {
+
+namespace {
+
+// More bands than this would hide the lines under stripes; tags that change every few events
+// are better read from the sites table.
+constexpr std::size_t kMaxBands = 200;
+
+// Times of the device's events in seconds since its first, or the event's index when the
+// trace has no clock (every time the same).
+struct Clock {
+  const std::vector<TraceEvent>* events = nullptr;
+  std::int64_t start_us = 0;
+  bool has_time = false;
+
+  [[nodiscard]] double at(std::uint32_t event) const {
+    if (events == nullptr || events->empty()) return 0.0;
+    const std::size_t i =
+        event == kBeforeTrace ? 0 : std::min<std::size_t>(event, events->size() - 1);
+    if (!has_time) return static_cast<double>(i);
+    return static_cast<double>((*events)[i].time_us - start_us) / 1e6;
+  }
+};
+
+Clock clock_of(const TorchSnapshot& snapshot, std::int64_t device) {
+  Clock c;
+  const auto d = static_cast<std::size_t>(device);
+  if (device < 0 || d >= snapshot.device_traces.size()) return c;
+  c.events = &snapshot.device_traces[d];
+  if (c.events->empty()) return c;
+  std::int64_t lo = c.events->front().time_us;
+  std::int64_t hi = lo;
+  for (const TraceEvent& e : *c.events) {
+    lo = std::min(lo, e.time_us);
+    hi = std::max(hi, e.time_us);
+  }
+  c.start_us = c.events->front().time_us;
+  c.has_time = hi > lo;
+  return c;
+}
+
+std::string percent_ratio(double ratio) {
+  return fmt::format("{:.3f}", ratio);
+}
+
+// The code to blame for an op's stack, as the sites tables name it (blamed_frame()).
+std::string where_of(const TorchSnapshot& snapshot, const ReplayOp& op, std::size_t index,
+                     const ReplayPlan& plan,
+                     std::unordered_map<StackId, const TraceFrame*>& cache) {
+  auto it = cache.find(op.stack);
+  if (it == cache.end())
+    it = cache.emplace(op.stack, blamed_frame(snapshot.strings, op.stack)).first;
+  ReplaySite site;
+  if (it->second != nullptr) site.frame = *it->second;
+  site.origin = origin_of(plan, index);
+  return site.where();
+}
+
+// "event 1,402 at 0.138 s", or the starting live set: the numbering of the text report.
+std::string moment_label(const ReplayMoment& m, const Clock& clock) {
+  if (m.event == kBeforeTrace) return "the starting live set";
+  std::string out = "event " + format_count(m.event);
+  if (clock.has_time) out += fmt::format(" at {:.3f} s", clock.at(m.event));
+  if (!m.tag.empty()) out += ", stage " + m.tag;
+  return out;
+}
+
+// One table of what was live at a moment, by site.
+Table sites_table(const std::string& title, const ReplayMoment& m, const LiveBreakdown& live,
+                  const Clock& clock) {
+  Table sites{title + " (" + moment_label(m, clock) + "), by site",
+              {"where", "bytes", "count"},
+              {false, true, true},
+              {},
+              fmt::format("{} live in {} allocations; each stack is blamed on its innermost "
+                          "frame of user code (docs/traces.md)",
+                          format_size(live.bytes), format_count(live.count))};
+  for (const ReplaySite& s : live.top_sites) {
+    sites.rows.push_back({s.where(), format_size(s.bytes), format_count(s.count)});
+  }
+  return sites;
+}
+
+void add_bands(const TorchSnapshot& snapshot, const Clock& clock, Report& report) {
+  if (clock.events == nullptr) return;
+  const std::vector<TraceEvent>& events = *clock.events;
+  std::size_t i = 0;
+  std::size_t dropped = 0;
+  while (i < events.size()) {
+    const TagId tag = events[i].tag;
+    std::size_t j = i;
+    while (j + 1 < events.size() && events[j + 1].tag == tag) ++j;
+    if (tag != 0 && tag < snapshot.strings.tags.size() && !snapshot.strings.tags[tag].empty()) {
+      if (report.bands.size() < kMaxBands) {
+        // The stage lasts until the next event (with another tag) begins.
+        const double begin = clock.at(static_cast<std::uint32_t>(i));
+        const double end = clock.at(static_cast<std::uint32_t>(j + 1 < events.size() ? j + 1 : j));
+        report.bands.push_back(
+            {snapshot.strings.tags[tag], begin, end, fmt::format("events {} to {}", i, j)});
+      } else {
+        ++dropped;
+      }
+    }
+    i = j + 1;
+  }
+  if (dropped > 0) {
+    report.notes.push_back(fmt::format(
+        "The trace's tags change often: the chart shows the first {} stages, {} more are not "
+        "drawn.",
+        kMaxBands, dropped));
+  }
+}
+
+// The segments when the peak was reached: the plan replayed again, on the same settings and
+// device, up to and including the peak's op.
+SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) {
+  const ReplayPlan& plan = *input.plan;
+  const ReplayResult& result = *input.result;
+  ReplayPlan upto = plan;
+  upto.ops.resize(std::min(plan.ops.size(), result.peak.op + 1));
+  auto backend = std::make_shared<SimulatedBackend>(input.capacity > 0    ? input.capacity
+                                                    : result.capacity > 0 ? result.capacity
+                                                                          : 80 * GiB);
+  CachingAllocator allocator(backend, input.config);
+  const ReplayResult again = replay(upto, allocator, false);
+  const Snapshot snapshot = allocator.snapshot();
+
+  // Which op allocated each live block: live_pointers are the live slots in slot order
+  // (replay.hpp), so the same walk over the truncated plan names them, unless an allocation
+  // failed on the way (then the blocks keep their sizes only).
+  std::vector<const ReplayOp*> alloc_of(plan.allocations, nullptr);
+  std::vector<std::uint8_t> freed(plan.allocations, 0);
+  for (const ReplayOp& op : upto.ops) {
+    if (op.slot >= plan.allocations) continue;
+    if (op.is_free) {
+      freed[op.slot] = 1;
+    } else {
+      alloc_of[op.slot] = &op;
+    }
+  }
+  const auto index_of = [&](const ReplayOp* op) {
+    return static_cast<std::size_t>(op - upto.ops.data());
+  };
+  std::vector<const ReplayOp*> live;
+  for (std::size_t slot = 0; slot < plan.allocations; ++slot) {
+    if (alloc_of[slot] != nullptr && freed[slot] == 0) live.push_back(alloc_of[slot]);
+  }
+  std::unordered_map<std::uintptr_t, const ReplayOp*> op_at;
+  if (again.num_ooms == 0 && live.size() == again.live_pointers.size()) {
+    for (std::size_t k = 0; k < live.size(); ++k) {
+      op_at.emplace(reinterpret_cast<std::uintptr_t>(again.live_pointers[k]), live[k]);
+    }
+  }
+
+  std::unordered_map<StackId, const TraceFrame*> where_cache;
+  SegmentMap map;
+  map.title = "Segments at peak reserved (" + moment_label(result.peak, clock) + ")";
+  for (const SegmentInfo& seg : snapshot.segments) {
+    SegmentMap::Segment out;
+    out.address = seg.address;
+    out.size = seg.total_size;
+    out.label =
+        fmt::format("{} segment, stream {}, {} allocated", seg.small_pool ? "small" : "large",
+                    seg.stream, format_size(seg.allocated_size));
+    for (const BlockInfo& b : seg.blocks) {
+      std::string label = format_size(b.size);
+      if (b.state != BlockState::inactive) {
+        label += fmt::format(" (requested {})", format_size(b.requested_size));
+        const auto it = op_at.find(b.address);
+        if (it != op_at.end()) {
+          const ReplayOp& op = *it->second;
+          label += ", " + where_of(*input.snapshot, op, index_of(&op), plan, where_cache);
+        }
+      }
+      out.blocks.push_back({b.address - seg.address, b.size, to_string(b.state), label});
+    }
+    map.segments.push_back(std::move(out));
+  }
+  return map;
+}
+
+std::string fit_text(const std::optional<FitResult>& fit) {
+  if (!fit) return "-";
+  if (!fit->fits) return "not up to " + format_size(fit->max_capacity);
+  return format_size(fit->capacity) + " (" + format_size_exact(fit->capacity) + ")";
+}
+
+}  // namespace
+
+Report report_of_replay(const ReplayReportInput& input) {
+  Report report;
+  if (input.snapshot == nullptr || input.plan == nullptr || input.result == nullptr) {
+    return report;
+  }
+  const TorchSnapshot& snapshot = *input.snapshot;
+  const ReplayPlan& plan = *input.plan;
+  const ReplayResult& result = *input.result;
+  const Clock clock = clock_of(snapshot, input.device);
+
+  report.title = "memscope replay: " + input.source;
+  report.subtitle =
+      fmt::format("{}, device {}, settings {}, simulated device of {}", input.source, input.device,
+                  result.config.empty() ? "(defaults)" : "\"" + result.config + "\"",
+                  format_size_exact(input.capacity));
+  report.x_label = clock.has_time ? "time since the trace's first event (s)"
+                                  : "event (the trace records no times)";
+  report.summary = {
+      {"peak reserved", format_bytes(result.peak_reserved)},
+      {"peak live (requested)", format_bytes(result.peak_requested)},
+      {"reserved / peak live", percent_ratio(result.reserved_over_peak_live)},
+      {"segments (peak)", std::to_string(result.peak_segments)},
+      {"device mallocs", std::to_string(result.num_device_alloc)},
+      {"out-of-memory errors", std::to_string(result.num_ooms)},
+      {"allocations and frees", format_count(plan.traced_ops)},
+  };
+  if (plan.starting_blocks() != 0) {
+    report.summary.emplace_back("blocks live when recording began",
+                                format_count(plan.starting_blocks()));
+  }
+
+  // One point per op at its event's time; the starting live set at the first event's.
+  const std::size_t n = std::min(result.series.size(), plan.ops.size());
+  Series allocated{"allocated", {}, {}, false, true};
+  Series reserved{"reserved", {}, {}, false, true};
+  Series live{"live (requested)", {}, {}, false, true};
+  live.dashed = true;  // it runs just under "allocated" and would be hidden by it
+  for (Series* s : {&allocated, &reserved, &live}) {
+    s->t.reserve(n);
+    s->bytes.reserve(n);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const double t = clock.at(plan.ops[i].event);
+    const ReplaySample& sample = result.series[i];
+    allocated.t.push_back(t);
+    allocated.bytes.push_back(static_cast<double>(sample.allocated_bytes));
+    reserved.t.push_back(t);
+    reserved.bytes.push_back(static_cast<double>(sample.reserved_bytes));
+    live.t.push_back(t);
+    live.bytes.push_back(static_cast<double>(sample.requested_bytes));
+  }
+  if (n > 0) report.series = {std::move(reserved), std::move(allocated), std::move(live)};
+  add_bands(snapshot, clock, report);
+
+  if (result.peak.happened() && result.peak.op < plan.ops.size()) {
+    const double t = clock.at(plan.ops[result.peak.op].event);
+    const std::string label =
+        fmt::format("peak reserved {} at {}", format_bytes(result.peak_reserved),
+                    moment_label(result.peak, clock));
+    report.peak = Marker{"reserved", t, static_cast<double>(result.peak_reserved), label};
+    report.segment_map = segments_at_peak(input, clock);
+    report.summary.emplace_back("segments at the peak",
+                                std::to_string(report.segment_map->segments.size()));
+  }
+  report.notes.push_back(
+      "Replayed through memscope's caching allocator on a simulated device: one point per "
+      "allocation or free, at the time of its trace event; what was live before the trace "
+      "began is placed at the first event.");
+  if (result.num_ooms > 0) {
+    report.notes.push_back(fmt::format(
+        "{} allocations did not fit on the simulated device of {} (their frees were skipped).",
+        result.num_ooms, format_size_exact(input.capacity)));
+  }
+
+  if (result.peak_live.happened()) {
+    const bool same = result.peak_live.op == result.peak.op;
+    report.tables.push_back(
+        sites_table(same ? "Live at peak live and peak reserved" : "Live at peak live",
+                    result.peak_live, result.at_peak_live, clock));
+    if (!same && result.peak.happened()) {
+      report.tables.push_back(
+          sites_table("Live at peak reserved", result.peak, result.at_peak_reserved, clock));
+    }
+  }
+
+  if (input.comparison != nullptr && !input.comparison->rows.empty()) {
+    Table t{"Settings side by side",
+            {"settings", "peak reserved", "peak live", "reserved / peak live", "smallest device"},
+            {false, true, true, true, true},
+            {},
+            "each row is its own replay of the same trace"};
+    for (const ComparisonRow& row : input.comparison->rows) {
+      t.rows.push_back({row.replay.config.empty() ? "(defaults)" : row.replay.config,
+                        format_bytes(row.replay.peak_reserved),
+                        format_bytes(row.replay.peak_requested),
+                        percent_ratio(row.replay.reserved_over_peak_live), fit_text(row.fit)});
+    }
+    report.tables.push_back(std::move(t));
+  }
+  // The capacities each setting's search tried, smallest first (the search's own order jumps
+  // about); one row per setting and capacity.
+  std::vector<std::pair<std::string, const FitResult*>> fits;
+  if (input.comparison != nullptr) {
+    for (const ComparisonRow& row : input.comparison->rows) {
+      if (row.fit) fits.emplace_back(row.replay.config, &*row.fit);
+    }
+  } else if (input.fit != nullptr) {
+    fits.emplace_back(result.config, input.fit);
+  }
+  if (input.fit != nullptr)
+    report.summary.emplace_back("smallest device that fits", fit_text(*input.fit));
+  if (!fits.empty()) {
+    const FitResult& first = *fits.front().second;
+    Table t{"Would it fit: capacities tried",
+            {"settings", "capacity", "fits"},
+            {false, true, false},
+            {},
+            fmt::format("bisection in steps of {}, per setting, smallest capacity first; nothing "
+                        "below the peak live bytes ({}) can fit",
+                        format_size_exact(first.precision), format_size(first.lower_bound))};
+    for (const auto& [config, fit] : fits) {
+      std::vector<std::pair<std::size_t, bool>> probes = fit->probes;
+      std::sort(probes.begin(), probes.end());
+      probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
+      for (const auto& [capacity, fitted] : probes) {
+        t.rows.push_back({config.empty() ? "(defaults)" : config, format_size_exact(capacity),
+                          fitted ? "yes" : "no"});
+      }
+    }
+    report.tables.push_back(std::move(t));
+  }
+  return report;
+}
+
+}  // namespace memscope::cli

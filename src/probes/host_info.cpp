@@ -8,8 +8,8 @@
 #include <string_view>
 #include <vector>
 
-#include "backends/system_memory.hpp"
 #include "common/proc_status.hpp"
+#include "common/system_memory.hpp"
 #include "memscope/errors.hpp"
 
 namespace memscope {

@@ -1,4 +1,6 @@
-// What the kernel says about the machine's memory: the host backend's capacity and free bytes.
+// What the kernel says about the machine's memory: the host backend's capacity and free bytes,
+// and the cgroup limit `memscope info` and `memscope run` show (include/memscope/host_info.hpp).
+// In common because both the backends and the probes read it.
 //
 // A container's real ceiling is its cgroup's, not MemTotal: the limit is the smallest one on the
 // path from this process's own cgroup up to the root of the hierarchy, in cgroup v2

@@ -1,4 +1,4 @@
-#include "backends/system_memory.hpp"
+#include "common/system_memory.hpp"
 
 #include <algorithm>
 #include <charconv>

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "backends/system_memory.hpp"
+#include "common/system_memory.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/errors.hpp"

@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "common/text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
+#include "memscope/units.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 #include "trace_corpus.hpp"
@@ -33,7 +33,7 @@ namespace {
 
 using memscope::ReplayPlan;
 
-using memscope::detail::group_digits;
+using memscope::format_count;
 
 struct Row {
   std::string config;
@@ -245,8 +245,8 @@ void print_table(const std::vector<Row>& rows) {
   for (const Row& r : rows) {
     const double ratio = static_cast<double>(r.peak_reserved) / static_cast<double>(r.peak_live);
     const bool failed = r.peak_reserved == 0;
-    cells.push_back({r.config, failed ? "-" : group_digits(r.peak_reserved),
-                     group_digits(r.peak_live), failed ? "-" : fmt::format("{:.4f}", ratio),
+    cells.push_back({r.config, failed ? "-" : format_count(r.peak_reserved),
+                     format_count(r.peak_live), failed ? "-" : fmt::format("{:.4f}", ratio),
                      r.segments, r.device_frees, r.ooms, r.map_per_1k, r.ns_per_event});
   }
   std::vector<std::size_t> width(head.size());
@@ -303,9 +303,9 @@ int main(int argc, char** argv) {
     fmt::print(
         "plan: {} operations ({} starting blocks + {} traced); live before {} B; "
         "peak live {} B; live at end {} B, {} the snapshot's active bytes\n\n",
-        group_digits(plan.ops.size()), plan.starting_blocks(), group_digits(plan.traced_ops),
-        group_digits(plan.live_before), group_digits(plan.peak_live),
-        group_digits(plan.live_at_end), plan.ends_as_snapshot() ? "equal to" : "NOT EQUAL to");
+        format_count(plan.ops.size()), plan.starting_blocks(), format_count(plan.traced_ops),
+        format_count(plan.live_before), format_count(plan.peak_live),
+        format_count(plan.live_at_end), plan.ends_as_snapshot() ? "equal to" : "NOT EQUAL to");
     std::vector<Row> rows;
     rows.push_back({"PyTorch at the dump (warm cache, from the file)", plan.reserved_at_dump,
                     plan.peak_live, std::to_string(plan.segments_at_dump), "-", "-", "-", "-"});

@@ -41,6 +41,7 @@ const std::string& input_path(int& fd) {
 
 void exercise(const std::string& path) {
   using namespace memscope::cli;
+  using memscope::RunRecord;  // the library's (include/memscope/watched_run.hpp)
   const InputFile file = read_input(path, "FILE");
   const DiffNames names{"a", "b", 5};
   switch (file.kind) {

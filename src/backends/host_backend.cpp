@@ -6,7 +6,7 @@
 #include <cerrno>
 #include <system_error>
 
-#include "backends/system_memory.hpp"
+#include "common/system_memory.hpp"
 #include "memscope/errors.hpp"
 
 namespace memscope {

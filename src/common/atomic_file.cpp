@@ -1,4 +1,4 @@
-#include "common/atomic_file.hpp"
+#include "memscope/atomic_file.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,12 +15,12 @@
 #include "common/errno_text.hpp"
 #include "memscope/errors.hpp"
 
-namespace memscope::detail {
+namespace memscope {
 namespace {
 
 [[noreturn]] void fail(const std::string& what, const std::filesystem::path& path, int error) {
-  throw BackendError("memscope: cannot " + what + " " + path.string() + " (" + errno_text(error) +
-                     ")");
+  throw BackendError("memscope: cannot " + what + " " + path.string() + " (" +
+                     detail::errno_text(error) + ")");
 }
 
 void fsync_folder(const std::filesystem::path& folder) {
@@ -146,4 +146,4 @@ FolderLock::~FolderLock() noexcept {
   ::close(fd_);  // releases the lock
 }
 
-}  // namespace memscope::detail
+}  // namespace memscope

@@ -1,5 +1,6 @@
-"""Run recordings (memscope-run v1, tools/memscope/run/run_record.hpp) written by hand, for the tests
-of `memscope report` and `memscope diff` that must not depend on what a machine's processes do.
+"""Run recordings (memscope-run v1, include/memscope/watched_run.hpp) written by hand, for the
+tests of `memscope report` and `memscope diff` that must not depend on what a machine's processes
+do.
 """
 
 from __future__ import annotations

@@ -200,7 +200,7 @@ def test_arguments_after_the_command_belong_to_it(artifacts: Path) -> None:
 
 
 def test_the_recording_round_trips(artifacts: Path) -> None:
-    """The JSON holds every field of run_record.hpp with its type; memscope report reads it back
+    """The JSON holds every field of watched_run.hpp with its type; memscope report reads it back
     through run_record_from_json (when report is written), and a damaged one is refused naming
     the field."""
     out = artifacts / "hwm.txt"

@@ -9,7 +9,7 @@
 #include <system_error>
 
 #include "cli.hpp"
-#include "common/atomic_file.hpp"
+#include "memscope/atomic_file.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/trace.hpp"
 #include "report/json_text.hpp"
@@ -148,7 +148,7 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Named
 
 void write_output_file(const fs::path& path, std::string_view content, std::string_view option) {
   try {
-    detail::write_file_atomically(path, content);
+    write_file_atomically(path, content);
   } catch (const Error& e) {
     throw OutputFailure(std::string(option) + " " + quoted(path) + ": cannot be written (" +
                         e.what() + "); give a path in a folder that exists and is writable");

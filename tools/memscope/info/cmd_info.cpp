@@ -13,7 +13,8 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "info/info_gpu.hpp"
-#include "info/info_host.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/host_info.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::cli {
@@ -184,7 +185,13 @@ void add_info_command(CLI::App& app, Action& action) {
                 "print one JSON object (\"format\": \"memscope-info\") instead of text");
   sub->callback([&action, json_output] {
     action = [json_output] {
-      const HostInfo host = read_host_info();
+      const HostInfo host = [] {
+        try {
+          return read_host_info();
+        } catch (const BackendUnavailableError& e) {
+          throw InputFailure(std::string(e.what()) + ": memscope info needs Linux's /proc");
+        }
+      }();
       const GpuInfo gpu = read_gpu_info();
       if (*json_output) {
         std::printf("%s\n", to_json(host, gpu).dump(2).c_str());

@@ -15,13 +15,12 @@
 #include <optional>
 #include <system_error>
 
-#include "common/errno_text.hpp"
+#include "memscope/process_tree.hpp"
+#include "memscope/run_marks.hpp"
+#include "memscope/run_watcher.hpp"
 #include "memscope/units.hpp"
 #include "progress.hpp"
-#include "run/process_tree.hpp"
 #include "run/run_child.hpp"
-#include "run/run_marks.hpp"
-#include "run/run_watch.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -212,7 +211,8 @@ RunResult run_and_watch(const RunOptions& options) {
   SignalWatch signals;
   std::optional<std::string> subreaper_note;
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) {
-    subreaper_note = std::string("not a child subreaper (") + detail::errno_text(errno) +
+    subreaper_note = std::string("not a child subreaper (") +
+                     std::generic_category().message(errno) +
                      "): orphaned descendants left the tree";
   }
   RunWatcher watcher(::getpid(), options.interval_ms / 1000.0, options.watch_gpu);
@@ -223,7 +223,7 @@ RunResult run_and_watch(const RunOptions& options) {
   if (spawned.exec_errno != 0) {
     result.exit_code = exec_failure_code(spawned.exec_errno);
     result.error = fmt::format("cannot run '{}': {}{}", options.command.front(),
-                               detail::errno_text(spawned.exec_errno),
+                               std::generic_category().message(spawned.exec_errno),
                                result.exit_code == 127 ? " (not found on PATH)" : "");
     return result;
   }

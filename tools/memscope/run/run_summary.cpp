@@ -9,10 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "memscope/run_ranks.hpp"
 #include "memscope/units.hpp"
 #include "report/text_table.hpp"
 #include "run/run_helpers.hpp"
-#include "run/run_ranks.hpp"
 
 namespace memscope::cli {
 namespace {

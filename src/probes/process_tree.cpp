@@ -1,4 +1,4 @@
-#include "run/process_tree.hpp"
+#include "memscope/process_tree.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -18,7 +18,7 @@
 
 #include "common/proc_status.hpp"
 
-namespace memscope::cli {
+namespace memscope {
 
 std::optional<std::string> read_proc_file(int pid, const char* name) {
   const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
@@ -244,4 +244,4 @@ std::string read_command_line(int pid) {
   return bracketed_name(pid);
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope

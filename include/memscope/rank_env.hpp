@@ -11,8 +11,8 @@
 // /proc/<pid>/environ is the environment the process was exec'd with; a variable it sets
 // afterwards is not seen. Reading it needs the same rights as ptrace (same user).
 //
-// Thread safety: pure functions. Errors: none; a value that is not a number >= 0 counts as
-// not set, and an environ that cannot be read (the process ended, no permission) gives an
+// Thread safety: pure functions. Ownership: values. Errors: none; a value that is not a number >= 0
+// counts as not set, and an environ that cannot be read (the process ended, no permission) gives an
 // empty RankEnv.
 #pragma once
 
@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-namespace memscope::cli {
+namespace memscope {
 
 struct RankEnv {
   std::optional<int> rank;
@@ -36,4 +36,4 @@ struct RankEnv {
 // The rank variables of process `pid` (/proc/<pid>/environ); empty when unreadable.
 [[nodiscard]] RankEnv read_rank_env(int pid);
 
-}  // namespace memscope::cli
+}  // namespace memscope

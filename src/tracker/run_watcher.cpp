@@ -1,45 +1,36 @@
-#include "run/run_watch.hpp"
+#include "memscope/run_watcher.hpp"
 
 #include <sys/wait.h>
 
 #include <algorithm>
 #include <exception>
-#include <fstream>
-#include <iterator>
 #include <optional>
 #include <set>
 
-#include "backends/system_memory.hpp"
-#include "common/proc_status.hpp"
 #include "memscope/device_probe.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/host_info.hpp"
+#include "memscope/process_tree.hpp"
+#include "memscope/rank_env.hpp"
+#include "memscope/run_marks.hpp"
+#include "memscope/run_ranks.hpp"
 #include "probes/proc_files.hpp"
-#include "run/process_tree.hpp"
-#include "run/rank_env.hpp"
-#include "run/run_marks.hpp"
-#include "run/run_ranks.hpp"
 
-namespace memscope::cli {
+namespace memscope {
 namespace {
-
-std::string read_text(const char* path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // MemTotal, and the tightest memory cgroup limit below it (-1: none).
 void read_host_limits(RunRecord& record) {
-  detail::for_each_status_field(
-      read_text("/proc/meminfo"), [&record](std::string_view key, std::string_view value) {
-        if (key != "MemTotal") return false;
-        record.host_total = detail::status_kib_as_bytes(value).value_or(-1);
-        return true;
-      });
-  for (const detail::CgroupDir& dir : detail::memory_cgroup_dirs(
-           read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"))) {
-    const auto limit = static_cast<std::int64_t>(detail::cgroup_limit(dir).limit);
-    if (limit <= 0 || (record.host_total > 0 && limit >= record.host_total)) continue;
-    if (record.cgroup_limit < 0 || limit < record.cgroup_limit) record.cgroup_limit = limit;
+  HostInfo host;
+  try {
+    host = read_host_info();
+  } catch (const BackendUnavailableError&) {  // no /proc/meminfo: the cgroup may still say
+    host.cgroup = read_cgroup_memory();
   }
+  record.host_total = host.mem_total;
+  const std::int64_t limit = host.cgroup.limit;
+  if (limit > 0 && (record.host_total <= 0 || limit < record.host_total))
+    record.cgroup_limit = limit;
 }
 
 }  // namespace
@@ -372,4 +363,4 @@ RunRecord RunWatcher::finish(std::int64_t now_ns, std::vector<std::string> comma
   return std::move(record_);
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope

@@ -1,4 +1,4 @@
-#include "run/run_marks.hpp"
+#include "memscope/run_marks.hpp"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
-namespace memscope::cli {
+namespace memscope {
 namespace {
 
 // Longer lines are not marks (the library writes one mark in at most PIPE_BUF bytes); a
@@ -134,4 +134,4 @@ std::vector<RunStage> pair_stages(const std::vector<RunMark>& marks, const std::
   return stages;
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope

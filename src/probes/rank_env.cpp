@@ -1,4 +1,4 @@
-#include "run/rank_env.hpp"
+#include "memscope/rank_env.hpp"
 
 #include <array>
 #include <charconv>
@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "run/process_tree.hpp"
+#include "memscope/process_tree.hpp"
 
-namespace memscope::cli {
+namespace memscope {
 namespace {
 
 // In order of preference: the global rank first, then the local one (see rank_env.hpp).
@@ -76,4 +76,4 @@ RankEnv read_rank_env(int pid) {
   return text ? parse_rank_env(*text) : RankEnv{};
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope

@@ -2,7 +2,8 @@
 // include/memscope/stage_marks.hpp), read back as RunMark values, and paired into RunStage
 // values once the run is over.
 //
-// Thread safety: a MarkReader is used by one thread; the functions are pure.
+// Thread safety: a MarkReader is used by one thread; the functions are pure. Ownership: a
+// MarkReader reads the descriptor it is given and never closes it.
 // Errors: none thrown for bad input: a line that is not a mark is counted in malformed() and
 // dropped, since any program in the tree may write to the descriptor it inherited.
 #pragma once
@@ -13,9 +14,9 @@
 #include <string_view>
 #include <vector>
 
-#include "run/run_record.hpp"
+#include "memscope/watched_run.hpp"
 
-namespace memscope::cli {
+namespace memscope {
 
 // One mark line (without its newline) as a RunMark; t is seconds since `start_ns`
 // (CLOCK_MONOTONIC, nanoseconds). nullopt when the line is not a well-formed mark, or one
@@ -50,4 +51,4 @@ class MarkReader {
                                                 const std::vector<std::int64_t>& tree_gpu,
                                                 double run_end);
 
-}  // namespace memscope::cli
+}  // namespace memscope

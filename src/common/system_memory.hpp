@@ -1,4 +1,6 @@
-// What the kernel says about the machine's memory: the host backend's capacity and free bytes.
+// What the kernel says about the machine's memory: the host backend's capacity and free bytes,
+// and the cgroup limit `memscope info` and `memscope run` show (include/memscope/host_info.hpp).
+// In common because both the backends and the probes read it.
 //
 // A container's real ceiling is its cgroup's, not MemTotal: the limit is the smallest one on the
 // path from this process's own cgroup up to the root of the hierarchy, in cgroup v2
@@ -8,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +31,8 @@ struct SystemMemory {
 struct CgroupDir {
   std::string path;         // the process's cgroup in this hierarchy
   std::string mount_point;  // where the hierarchy is mounted: the walk up stops there
-  bool v2 = false;  // memory.max / memory.current, else memory.limit_in_bytes / usage_in_bytes
+  bool v2 = false;     // memory.max / memory.current, else memory.limit_in_bytes / usage_in_bytes
+  std::string cgroup;  // the cgroup as /proc/self/cgroup names it ("/user.slice/...")
 };
 [[nodiscard]] std::vector<CgroupDir> memory_cgroup_dirs(std::string_view proc_self_cgroup,
                                                         std::string_view proc_self_mountinfo);
@@ -36,8 +40,15 @@ struct CgroupDir {
 struct CgroupLimit {
   std::size_t limit = 0;  // the smallest limit on the way to the root; 0 when none is set
   std::size_t usage = 0;  // the usage of the cgroup that sets that limit
+  std::string at;         // the directory of the cgroup that sets it; empty when none
+  bool readable = false;  // some limit file on the way could be read ("max" included)
 };
 // Walks from dir.path up to (and including) dir.mount_point and returns the tightest limit.
+// "max" (v2) and v1's "no limit" (the largest page counter, about 2^63) are no limit.
 [[nodiscard]] CgroupLimit cgroup_limit(const CgroupDir& dir);
+
+// The memory in use by the cgroup of `dir` itself (memory.current / memory.usage_in_bytes);
+// nullopt when the file cannot be read.
+[[nodiscard]] std::optional<std::size_t> cgroup_usage(const CgroupDir& dir);
 
 }  // namespace memscope::detail

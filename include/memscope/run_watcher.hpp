@@ -22,6 +22,8 @@
 //
 // Thread safety: one thread. Errors: sample() throws std::system_error when /proc cannot be
 // listed; NVML errors turn GPU watching off with the reason in gpu_status and notes.
+// Ownership: the watcher owns the record it builds (and its NVML probe) until finish() hands the
+// record over.
 #pragma once
 
 #include <sys/resource.h>
@@ -34,13 +36,11 @@
 #include <utility>
 #include <vector>
 
-#include "run/run_record.hpp"
+#include "memscope/watched_run.hpp"
 
 namespace memscope {
-class NvmlProbe;
-}
 
-namespace memscope::cli {
+class NvmlProbe;
 
 // The command of a process that ended before any sample saw it, known from its stage marks.
 inline constexpr const char* kKnownFromMarks = "(ended between samples; known from its marks)";
@@ -128,4 +128,4 @@ class RunWatcher {
   bool gpu_watched_ = false;  // the per-sample GPU vectors are being filled
 };
 
-}  // namespace memscope::cli
+}  // namespace memscope

@@ -1,4 +1,4 @@
-#include "run/run_ranks.hpp"
+#include "memscope/run_ranks.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-namespace memscope::cli {
+namespace memscope {
 namespace {
 
 // Adds `value` to a sum that stays -1 until something is known.
@@ -98,4 +98,4 @@ RankSpread rank_spread(const std::vector<RunRank>& ranks, std::int64_t RunRank::
   return spread;
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope

@@ -7,7 +7,8 @@
 // Only processes visible in this /proc (this PID namespace) are found; threads are not
 // processes and are never listed.
 //
-// Thread safety: pure functions over /proc; call from any thread. Errors: none thrown for a
+// Thread safety: pure functions over /proc; call from any thread. Ownership: values.
+// Errors: none thrown for a
 // process that vanishes while it is read (it is left out, or its fields stay -1); scan_tree()
 // throws std::system_error when /proc itself cannot be listed.
 #pragma once
@@ -17,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace memscope::cli {
+namespace memscope {
 
 struct TreeProcess {
   int pid = 0;
@@ -68,4 +69,4 @@ struct TreeProcess {
 // read_arguments(), or else bracketed_name().
 [[nodiscard]] std::string read_command_line(int pid);
 
-}  // namespace memscope::cli
+}  // namespace memscope

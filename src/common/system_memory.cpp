@@ -1,4 +1,4 @@
-#include "backends/system_memory.hpp"
+#include "common/system_memory.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -16,9 +16,12 @@ std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// v1 writes "no limit" as the largest page counter (LONG_MAX rounded down to a page): anything
+// this large is no limit a machine could have.
+constexpr std::size_t kNoLimitAbove = std::size_t{1} << 62;
+
 // A limit or usage file: a number, or "max" (v2) for no limit.
-std::optional<std::size_t> read_number(const std::string& path) {
-  const std::string text = read_text(path);
+std::optional<std::size_t> read_number(const std::string& text) {
   std::size_t value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end == text.data()) return std::nullopt;
@@ -84,9 +87,9 @@ std::vector<CgroupDir> memory_cgroup_dirs(std::string_view proc_self_cgroup,
     const std::string_view controllers = line.substr(first + 1, second - first - 1);
     const std::string_view path = line.substr(second + 1);
     if (line.substr(0, first) == "0" && controllers.empty() && v2) {
-      dirs.push_back({directory(*v2, path), v2->point, true});
+      dirs.push_back({directory(*v2, path), v2->point, true, std::string(path)});
     } else if (has_item(controllers, "memory") && v1) {
-      dirs.push_back({directory(*v1, path), v1->point, false});
+      dirs.push_back({directory(*v1, path), v1->point, false, std::string(path)});
     }
   }
   return dirs;
@@ -98,14 +101,21 @@ CgroupLimit cgroup_limit(const CgroupDir& dir) {
   const char* usage_file = dir.v2 ? "/memory.current" : "/memory.usage_in_bytes";
   std::string at = dir.path;
   while (true) {
-    const std::optional<std::size_t> limit = read_number(at + limit_file);
-    if (limit && (tightest.limit == 0 || *limit < tightest.limit)) {
+    const std::string text = read_text(at + limit_file);
+    tightest.readable = tightest.readable || !text.empty();
+    const std::optional<std::size_t> limit = read_number(text);
+    if (limit && *limit < kNoLimitAbove && (tightest.limit == 0 || *limit < tightest.limit)) {
       tightest.limit = *limit;
-      tightest.usage = read_number(at + usage_file).value_or(0);
+      tightest.usage = read_number(read_text(at + usage_file)).value_or(0);
+      tightest.at = at;
     }
     if (at.size() <= dir.mount_point.size()) return tightest;
     at.resize(at.rfind('/'));
   }
+}
+
+std::optional<std::size_t> cgroup_usage(const CgroupDir& dir) {
+  return read_number(read_text(dir.path + (dir.v2 ? "/memory.current" : "/memory.usage_in_bytes")));
 }
 
 SystemMemory read_system_memory() noexcept {

@@ -9,9 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 
-#include "backends/system_memory.hpp"
+#include "common/system_memory.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/errors.hpp"
@@ -56,6 +57,42 @@ TEST(CgroupDirs, StripsTheMountRootOfABindMountedContainerCgroup) {
 
 TEST(CgroupDirs, IgnoresMalformedLines) {
   EXPECT_TRUE(memory_cgroup_dirs("garbage\n::\n4:memory\n", "no dash here\n - x\n").empty());
+}
+
+// The walk up a hierarchy, on a tree of files made here (what `memscope info` and the host
+// backend both read): the tightest limit wins and says where it is set; v2's "max" and v1's
+// "no limit" page counter (about 2^63) are no limit but show the files were readable; the
+// usage is the cgroup's own.
+TEST(CgroupLimit, TheTightestLimitOnTheWayUpAndWhereItIsSet) {
+  const std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("memscope-cgroup-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(root / "a" / "b");
+  const auto write = [](const std::filesystem::path& file, const char* text) {
+    std::ofstream(file) << text;
+  };
+  write(root / "memory.limit_in_bytes", "9223372036854771712\n");  // v1's "no limit"
+  write(root / "a" / "memory.limit_in_bytes", "1073741824\n");
+  write(root / "a" / "memory.usage_in_bytes", "4096\n");
+  write(root / "a" / "b" / "memory.limit_in_bytes", "9223372036854771712\n");
+  write(root / "a" / "b" / "memory.usage_in_bytes", "512\n");
+  const CgroupDir v1{(root / "a" / "b").string(), root.string(), false, "/a/b"};
+  const CgroupLimit limit = cgroup_limit(v1);
+  EXPECT_EQ(limit.limit, std::size_t{1} << 30);
+  EXPECT_EQ(limit.usage, 4096U);  // the limiting cgroup's
+  EXPECT_EQ(limit.at, (root / "a").string());
+  EXPECT_TRUE(limit.readable);
+  EXPECT_EQ(cgroup_usage(v1), std::optional<std::size_t>(512));  // its own
+
+  write(root / "a" / "b" / "memory.max", "max\n");
+  const CgroupLimit none =
+      cgroup_limit({(root / "a" / "b").string(), (root / "a" / "b").string(), true, "/a/b"});
+  EXPECT_EQ(none.limit, 0U);
+  EXPECT_TRUE(none.at.empty());
+  EXPECT_TRUE(none.readable);
+  const CgroupDir missing{(root / "nowhere").string(), (root / "nowhere").string(), true, "/"};
+  EXPECT_FALSE(cgroup_limit(missing).readable);
+  EXPECT_EQ(cgroup_usage(missing), std::nullopt);
+  std::filesystem::remove_all(root);
 }
 
 // The real thing: a child cgroup with a 256 MiB limit below this process's own cgroup, a child

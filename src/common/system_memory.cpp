@@ -9,11 +9,20 @@
 #include "common/proc_status.hpp"
 
 namespace memscope::detail {
+
+std::optional<std::string> read_small_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) return std::nullopt;
+  return text;
+}
+
 namespace {
 
+// What cannot be read counts as empty: every caller below treats both as "not known".
 std::string read_text(const std::string& path) {
-  std::ifstream in(path);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  return read_small_file(path).value_or("");
 }
 
 // v1 writes "no limit" as the largest page counter (LONG_MAX rounded down to a page): anything

@@ -17,6 +17,9 @@
 
 namespace memscope::detail {
 
+// The whole of a small file (/proc, /sys); nullopt when it cannot be opened or read.
+[[nodiscard]] std::optional<std::string> read_small_file(const std::string& path);
+
 struct SystemMemory {
   std::size_t total = 0;      // MemTotal, or the cgroup limit when lower
   std::size_t available = 0;  // MemAvailable, or what is left under the cgroup limit when lower

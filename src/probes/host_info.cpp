@@ -2,9 +2,7 @@
 // read through the host backend's cgroup reader so both agree on the limit.
 #include "memscope/host_info.hpp"
 
-#include <fstream>
 #include <optional>
-#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -14,16 +12,6 @@
 
 namespace memscope {
 namespace {
-
-// The whole of a small file; false when it cannot be read.
-bool read_text(const char* path, std::string& out) {
-  std::ifstream in(path);
-  if (!in) return false;
-  std::ostringstream text;
-  text << in.rdbuf();
-  out = text.str();
-  return !in.bad();
-}
 
 // The cgroup (as /proc/self/cgroup names it) of the directory `at`, which is dir.path or one of
 // its parents: dir.cgroup less the components walked up.
@@ -39,14 +27,13 @@ std::string cgroup_of(const detail::CgroupDir& dir, const std::string& at) {
 CgroupMemory read_cgroup_memory() noexcept {
   CgroupMemory cg;
   try {
-    std::string cgroups;
-    std::string mountinfo;
-    if (!read_text("/proc/self/cgroup", cgroups)) {
+    const std::optional<std::string> cgroups = detail::read_small_file("/proc/self/cgroup");
+    if (!cgroups) {
       cg.note = "/proc/self/cgroup cannot be read";
       return cg;
     }
-    read_text("/proc/self/mountinfo", mountinfo);
-    const std::vector<detail::CgroupDir> dirs = detail::memory_cgroup_dirs(cgroups, mountinfo);
+    const std::vector<detail::CgroupDir> dirs = detail::memory_cgroup_dirs(
+        *cgroups, detail::read_small_file("/proc/self/mountinfo").value_or(""));
     if (dirs.empty()) {
       cg.note = "no cgroup memory controller is mounted";
       return cg;
@@ -77,11 +64,10 @@ CgroupMemory read_cgroup_memory() noexcept {
 }
 
 HostInfo read_host_info() {
-  std::string text;
-  if (!read_text("/proc/meminfo", text))
-    throw BackendUnavailableError("/proc/meminfo cannot be read");
+  const std::optional<std::string> text = detail::read_small_file("/proc/meminfo");
+  if (!text) throw BackendUnavailableError("/proc/meminfo cannot be read");
   HostInfo info;
-  detail::for_each_status_field(text, [&](std::string_view key, std::string_view value) {
+  detail::for_each_status_field(*text, [&](std::string_view key, std::string_view value) {
     std::int64_t* field = key == "MemTotal"       ? &info.mem_total
                           : key == "MemAvailable" ? &info.mem_available
                           : key == "SwapTotal"    ? &info.swap_total

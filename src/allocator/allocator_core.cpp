@@ -759,7 +759,8 @@ unsigned AllocatorCore::off_hot_path_now() const noexcept {
   // A block can wait with no event pending (recording its event failed), so both are looked at.
   const bool waiting = !pending_.empty() || waiting_[detail::kAllPools].current != 0;
   return hooks_ | (waiting ? kOffWaiting : 0U) | (rounds_to_divisions_ ? kOffDivisions : 0U) |
-         (config_.expandable_segments ? kOffExpandable : 0U) | (tight_ ? kOffTight : 0U);
+         (waiting && config_.expandable_segments ? kOffWaitingExpandable : 0U) |
+         (tight_ ? kOffTight : 0U);
 }
 
 void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {

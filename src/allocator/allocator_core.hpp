@@ -169,11 +169,6 @@ class AllocatorCore {
   // rest keeps placement PyTorch's on the corpus: taking every such block back made the 3-D
   // cellular automaton reserve 1.2982 instead of 1.1579 of its live peak (issue 25).
   [[nodiscard]] static bool keeps_placement(const detail::Block* block) noexcept;
-  // keeps_placement()'s commonest cases, tested in fewer instructions for the hot path: `gate`
-  // (off_hot_path_'s kOffFreeingExpandable bits) is 0, the front cache `recent` of its stream
-  // is empty, and its pool's bins are empty or hold just the block after it.
-  [[gnu::always_inline]] [[nodiscard]] static bool keeps_placement_alone(
-      const detail::Block* block, unsigned gate, const detail::RecentFrees& recent) noexcept;
   // The newest recent block, taken out of the list, when it is of exactly `rounded` bytes; else
   // nullptr. The list must not be empty.
   [[nodiscard]] static detail::Block* take_newest_recent(detail::RecentFrees& recent,
@@ -198,6 +193,8 @@ class AllocatorCore {
   [[nodiscard]] detail::Block* grow(StreamPools& pools, bool small, std::size_t rounded);
   [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
                                                     std::size_t at_least);
+  // Makes `segment` (or none) the pool's growing segment, whose FrontCacheRoom its bins keep.
+  static void set_growing(StreamPools& pools, bool small, detail::Segment* segment) noexcept;
   // The lowest run of cached and unmapped blocks of `s` that fits `rounded` bytes: its first
   // and last block, or null when none does.
   static void lowest_run(const detail::Segment& s, std::size_t rounded, detail::Block*& start,
@@ -265,20 +262,18 @@ class AllocatorCore {
   // update after an allocation, events to record. Out of line, so the hot path stays small.
   enum Hook : unsigned { kHookWindows = 1U, kHookRecord = 2U };
   // Besides hooks: events are pending or blocks wait for them (the hot path would have to look
-  // at them first); sizes round to divisions; segments are expandable (the free then tests
-  // kOffFreeingExpandable and keeps_placement_alone(); a hit needs no more care than with fixed
-  // segments, so reuse() ignores the bit); at capacity (tight_): the front cache is bypassed.
+  // at them first); sizes round to divisions; blocks wait with expandable segments on (a free
+  // then leaves the hot path: caching them later could change what best fit finds); at
+  // capacity (tight_): the front cache is bypassed. Expandable segments' placement needs no
+  // bit: the segment's FrontCacheRoom, which file_if_hot() tests anyway, says when a free keeps
+  // it.
   enum OffHotPath : unsigned {
     kOffWaiting = 4U,
     kOffDivisions = 8U,
-    kOffExpandable = 16U,
+    kOffWaitingExpandable = 16U,
     kOffTight = 32U,
-    kOffFreeing = kHookWindows | kHookRecord | kOffExpandable | kOffTight,  // file_if_hot()
-    kOffReusing = ~kOffExpandable,                                          // reuse()
-    // file_if_hot()'s second test, with expandable segments (with keeps_placement_alone()):
-    // hooks, and blocks waiting, whose caching later could change what best fit finds (and
-    // kOffTight, so that a tight allocator never files a block there).
-    kOffFreeingExpandable = kHookWindows | kHookRecord | kOffWaiting | kOffTight,
+    kOffFreeing = kHookWindows | kHookRecord | kOffWaitingExpandable | kOffTight,  // file_if_hot()
+    kOffReusing = ~0U,                                                             // reuse()
   };
   // At capacity (issue 25): with fixed segments, once a new segment has been refused (the
   // memory limit or the device is full, and cached segments are about to be released), every

@@ -66,6 +66,24 @@ struct RecentFrees {
   std::size_t count = 0;
 };
 
+// When the free's hot path (AllocatorCore::file_if_hot) may file a block of a segment into its
+// stream's RecentFrees: while their `count` is below `limit`, or while `count` is 0 and the
+// block's next neighbour is the block at address `next`. Fixed segments keep the default: room
+// up to kCapacity, and `next` names no block. An expandable segment's is kept by its pool's
+// FreeBins while it is the pool's growing segment (FreeBins::keep_room): a limit of 1 while the
+// bins are empty, else 0, and as `next` the bins' only block while they hold one. That is
+// keeps_placement()'s commonest case (the free leaves the bins as they are or holding the
+// merged block alone, so placement stays as it is) in the compare fixed segments make anyway,
+// on the segment the hot path has loaded: with expandable segments a hit costs what it costs
+// without (issue 25). Other expandable segments keep it closed (kClosedRoom): their frees take the
+// slow path, which tests keeps_placement() in full.
+struct FrontCacheRoom {
+  static constexpr std::uintptr_t kNoBlock = 1;  // no Block is at an odd address
+  std::size_t limit = RecentFrees::kCapacity;
+  std::uintptr_t next = kNoBlock;
+};
+inline constexpr FrontCacheRoom kClosedRoom{0, FrontCacheRoom::kNoBlock};
+
 struct Segment {
   std::uintptr_t base = 0;
   std::size_t size = 0;
@@ -76,6 +94,7 @@ struct Segment {
   Block* first = nullptr;         // the block at `base`
   FreeBins* bins = nullptr;       // where its cached blocks go: its stream's small or large pool
   RecentFrees* recent = nullptr;  // where its blocks go when freed: its stream's front cache
+  FrontCacheRoom room;            // when a free may go there on the hot path (see above)
   Segment* prev = nullptr;        // list of all segments, newest first
   Segment* next = nullptr;
   // Expandable segments only.

@@ -144,32 +144,22 @@ inline bool AllocatorCore::free_to_front_cache(void* ptr) noexcept {
 
 inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
   // The hot path, for an allocated block only its stream used: into the front cache, with room
-  // there, nothing to record or wait for.
-  // With expandable segments, only where keeping it leaves placement as it is (the second test;
-  // the first, which fixed segments pass, stays one instruction).
-  detail::RecentFrees& recent = *block->segment->recent;
-  if (recent.count < recent.blocks.size()) [[likely]] {
-    if ((off_hot_path_ & kOffFreeing) == 0 ||
-        keeps_placement_alone(block, off_hot_path_ & kOffFreeingExpandable, recent)) [[likely]] {
+  // there as its segment says (FrontCacheRoom, which with expandable segments is also the test
+  // that placement stays as it is), nothing to record or wait for. Fixed segments pass the
+  // first compare or fail both: the second costs them nothing.
+  const detail::Segment& segment = *block->segment;
+  detail::RecentFrees& recent = *segment.recent;
+  const std::size_t count = recent.count;
+  if (count < segment.room.limit ||
+      (count | (reinterpret_cast<std::uintptr_t>(block->next) ^ segment.room.next)) == 0)
+      [[likely]] {
+    if ((off_hot_path_ & kOffFreeing) == 0) [[likely]] {
       uncount_allocation(block);
       file_recent(block, recent);
       return true;
     }
   }
   return false;
-}
-
-inline bool AllocatorCore::keeps_placement_alone(const detail::Block* block, unsigned gate,
-                                                 const detail::RecentFrees& recent) noexcept {
-  // No hooks to run nor blocks waiting (`gate`) and no recent block of its stream, so no recent
-  // neighbour (one test for all), and at most one cached block in its pool, which is then the
-  // one after it: merged, it would be the only block best fit sees.
-  if ((gate | recent.count) != 0) return false;
-  const std::size_t cached = block->segment->bins->count();
-  if (cached == 0) return true;
-  if (cached != 1) return false;
-  const detail::Block* next = block->next;
-  return next != nullptr && next->cached;
 }
 
 inline bool AllocatorCore::keeps_placement(const detail::Block* block) noexcept {

@@ -14,6 +14,9 @@
 //   free-bins    the free bins hold exactly the cached blocks, each in its segment's pool, and
 //                are consistent in themselves (FreeBins::audit)
 //   stream-pools each stream's pools are filed under its id and count its live segments
+//   front-cache  each segment's FrontCacheRoom is what its bins say for the pool's growing
+//                expandable segment, closed for the other expandable ones, the default for fixed
+//                ones (the free's hot path files blocks by it)
 //   pointer-map  the pointer map holds exactly the allocated and recent blocks, each under its
 //                address
 //   recent       each stream's RecentFrees lists exactly its recent blocks, once each, and the
@@ -87,6 +90,16 @@ void AllocatorCore::validate() const {
     }
     ++segments_of[s->stream];
     if (s->size >= config_.max_split_size && !s->expandable) ++oversize_segments;
+    {
+      const bool grown = pools != pools_.end() && (pools->second->expandable_small == s ||
+                                                   pools->second->expandable_large == s);
+      const detail::FrontCacheRoom want =
+          s->expandable ? detail::kClosedRoom : detail::FrontCacheRoom{};
+      if (!grown && (s->room.limit != want.limit || s->room.next != want.next)) {
+        broken("front-cache", describe(s) + fmt::format(": front-cache room {} below {:#x}",
+                                                        s->room.limit, s->room.next));
+      }
+    }
     if (s->expandable && (s->page == 0 || s->size % s->page != 0)) {
       broken("mapping", describe(s) + ": not in whole pages");
     }
@@ -206,6 +219,20 @@ void AllocatorCore::validate() const {
           (!live_segments.contains(growing) || !growing->expandable || growing->stream != stream ||
            growing->small_pool != (growing == pools->expandable_small))) {
         broken("mapping", fmt::format("stream {} grows a segment that is not its own", stream));
+      }
+    }
+    // The hot path's front-cache rooms (FrontCacheRoom): each pool's bins keep its growing
+    // segment's, exactly; every other expandable segment's is closed, every fixed one's default.
+    for (const bool small : {true, false}) {
+      const Segment* growing = small ? pools->expandable_small : pools->expandable_large;
+      const detail::FreeBins& bins = small ? pools->small : pools->large;
+      const detail::FrontCacheRoom want = bins.room_now();
+      if (bins.kept_room() != (growing != nullptr ? &growing->room : nullptr) ||
+          (growing != nullptr &&
+           (growing->room.limit != want.limit || growing->room.next != want.next))) {
+        broken("front-cache", fmt::format("stream {}: the {} pool's front-cache room is not what "
+                                          "its bins hold",
+                                          stream, small ? "small" : "large"));
       }
     }
     for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {

@@ -149,8 +149,14 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   segment->page = page;
   segment->first->unmapped = true;  // one unmapped block covers the range
   link_unmapped(*segment, segment->first);
-  slot = segment;
+  segment->room = detail::kClosedRoom;  // until its bins keep it, now
+  set_growing(pools, small, segment);
   return segment;
+}
+
+void AllocatorCore::set_growing(StreamPools& pools, bool small, Segment* segment) noexcept {
+  (small ? pools.expandable_small : pools.expandable_large) = segment;
+  (small ? pools.small : pools.large).keep_room(segment != nullptr ? &segment->room : nullptr);
 }
 
 Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
@@ -359,7 +365,7 @@ Segment* AllocatorCore::run_to_grow(StreamPools& pools, bool small, std::size_t 
   // The range is full: it was reserved under a lower memory limit (set_memory_limit raised
   // it since) or cut short when address space was scarce. The stream's pool grows on in a
   // new range; the old one keeps its blocks and goes back once empty_cache() empties it.
-  (small ? pools.expandable_small : pools.expandable_large) = nullptr;
+  set_growing(pools, small, nullptr);
   s = expandable_segment(pools, small, rounded);
   if (s == nullptr) return nullptr;
   lowest_run(*s, rounded, start, last);
@@ -510,8 +516,8 @@ void AllocatorCore::release_expandable_segment(Segment* segment) noexcept {
   if (const auto pools = pools_.find(segment->stream); pools != pools_.end()) {
     StreamPools& p = *pools->second;
     --p.segments;
-    if (p.expandable_small == segment) p.expandable_small = nullptr;
-    if (p.expandable_large == segment) p.expandable_large = nullptr;
+    if (p.expandable_small == segment) set_growing(p, true, nullptr);
+    if (p.expandable_large == segment) set_growing(p, false, nullptr);
   }
   for (Block* b = segment->first; b != nullptr;) {
     Block* const next = b->next;

@@ -83,12 +83,14 @@ void FreeBins::insert(Block* block) noexcept {
   if (!indexed() && count_ > kLooseLimit) build_index();
   if (indexed()) {
     file_in_index(block);
+    update_room();
     return;
   }
   block->bin_prev = nullptr;
   block->bin_next = loose_;
   if (loose_ != nullptr) loose_->bin_prev = block;
   loose_ = block;
+  update_room();
 }
 
 void FreeBins::file_in_index(Block* block) noexcept {
@@ -116,6 +118,7 @@ void FreeBins::remove(Block* block) noexcept {
     }
     if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
     block->bin_prev = block->bin_next = nullptr;
+    update_room();
     return;
   }
   bool now_empty = false;
@@ -135,6 +138,24 @@ void FreeBins::remove(Block* block) noexcept {
   if (now_empty) mark(bin, false);
   // Empty bins give their index back: a stream's storage follows the blocks it caches.
   if (count_ == 0) index_.reset();
+  update_room();
+}
+
+void FreeBins::keep_room(FrontCacheRoom* room) noexcept {
+  if (room_ != nullptr && room_ != room) *room_ = kClosedRoom;
+  room_ = room;
+  update_room();
+}
+
+FrontCacheRoom FreeBins::room_now() const noexcept {
+  FrontCacheRoom room;
+  room.limit = count_ == 0 ? 1 : 0;
+  if (count_ == 1) {
+    // Its only block: the list's head, or (indexed until the bins empty) the best fit of all.
+    const Block* only = indexed() ? best_fit(0) : loose_;
+    room.next = reinterpret_cast<std::uintptr_t>(only);
+  }
+  return room;
 }
 
 Block* FreeBins::best_fit(std::size_t size) const noexcept {

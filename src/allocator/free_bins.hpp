@@ -53,6 +53,13 @@ class FreeBins {
   [[nodiscard]] Block* best_fit_lowest(std::size_t size) const noexcept;
 
   [[nodiscard]] std::size_t count() const noexcept { return count_; }
+  // From now on keeps `room` (the front-cache room of the pool's growing expandable segment:
+  // see FrontCacheRoom) as these bins change, and sets it now; the room kept before is left
+  // closed (kClosedRoom). Null keeps none. A kept room must stay valid until replaced.
+  void keep_room(FrontCacheRoom* room) noexcept;
+  // What keep_room() keeps in its room for these bins as they are.
+  [[nodiscard]] FrontCacheRoom room_now() const noexcept;
+  [[nodiscard]] const FrontCacheRoom* kept_room() const noexcept { return room_; }
   // Whether the size-class index is built, and the bytes it holds (0 while the bins are a list).
   [[nodiscard]] bool indexed() const noexcept { return index_ != nullptr; }
   [[nodiscard]] std::size_t storage_bytes() const noexcept;
@@ -134,7 +141,11 @@ class FreeBins {
   bool small_pool_;
   std::size_t count_ = 0;
   std::uint64_t next_seq_ = 0;
-  Block* loose_ = nullptr;        // unindexed: every block, most recently cached first
+  Block* loose_ = nullptr;          // unindexed: every block, most recently cached first
+  FrontCacheRoom* room_ = nullptr;  // see keep_room(); null: none kept
+  void update_room() noexcept {
+    if (room_ != nullptr) *room_ = room_now();
+  }
   std::unique_ptr<Index> index_;  // null while the bins are a list
 };
 

@@ -179,6 +179,36 @@ TEST_F(BrokenCore, AStreamThatMiscountsItsSegments) {
 // Per-stream state: a stream with no segments costs nothing after empty_cache(), however many
 // streams came and went (each used to keep about 38 KiB, and finding a stream was a linear
 // scan: 20,000 streams took seconds and 770 MiB).
+TEST(Validate, FrontCacheRoomsFollowTheBinsOfExpandableSegments) {
+  // The free's hot path files a block by its segment's room: it must say what the bins hold.
+  auto device = std::make_shared<SimulatedBackend>(8 * GiB);
+  AllocatorConfig config;
+  config.expandable_segments = true;
+  AllocatorCore core(*device, config);
+  void* a = core.allocate(4096, kDefaultStream);
+  void* b = core.allocate(4096, kDefaultStream);
+  detail::Block* block = Access::block(core, b);
+  detail::Segment* segment = block->segment;
+  // The page's rest after b is the bins' only block: b's free keeps placement, a's would not.
+  ASSERT_EQ(segment->bins->count(), 1U);
+  EXPECT_EQ(segment->room.limit, 0U);
+  EXPECT_EQ(segment->room.next, reinterpret_cast<std::uintptr_t>(block->next));
+  EXPECT_EQ(broken_invariant(core), "");
+  segment->room.limit = 1;  // as if the bins were empty
+  EXPECT_EQ(broken_invariant(core), "front-cache");
+  segment->room.limit = 0;
+  EXPECT_EQ(broken_invariant(core), "");
+  ASSERT_TRUE(core.deallocate(b));  // hot: into the front cache, the bins unchanged
+  EXPECT_TRUE(block->recent);
+  EXPECT_EQ(broken_invariant(core), "");
+  ASSERT_TRUE(core.deallocate(a));  // not alone: merged into the bins with b and the rest
+  core.flush_recent();
+  EXPECT_EQ(segment->bins->count(), 1U);
+  EXPECT_EQ(broken_invariant(core), "");
+  EXPECT_GT(core.empty_cache(), 0U);
+  EXPECT_EQ(broken_invariant(core), "");
+}
+
 TEST(StreamPools, StreamsWithoutBlocksAreDroppedByEmptyCache) {
   auto device = std::make_shared<SimulatedBackend>(64 * GiB);
   AllocatorCore core(*device, AllocatorConfig{});

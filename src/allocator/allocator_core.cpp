@@ -397,7 +397,7 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
     block->next = rest;
     block->size = rounded;
     rest->cached_at = clock();
-    block->segment->bins->insert(rest);
+    cache_in_bins(rest);
     poison(rest->address, rest->size);  // a fresh segment's remainder was never poisoned
     increase(stats_.inactive_split, small, 1);
     increase(stats_.inactive_split_bytes, small, signed_size(rest->size));
@@ -423,7 +423,7 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
       ++block->pending_events;
     }
     block->stream_uses.clear();
-    block->use.other_streams = false;
+    block->unmark_slow_free(Block::kOtherStreams);
   }
   if (block->pending_events > 0) {  // stays active until its streams' events are done
     increase(waiting_, block->small_pool(), 1);
@@ -431,12 +431,40 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
     update_off_hot_path();
   }
   if (block->pending_events == 0 && !tight_ &&
-      (!split_every_remainder_ || ((off_hot_path_ & kOffWaiting) == 0 && keeps_placement(block)))) {
+      (!split_every_remainder_ || ((off_hot_path_ & kOffWaiting) == 0 && keeps_placement(block))) &&
+      front_cache_keeps_placement(block)) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
   }
   live_.erase(block->address);
   if (block->pending_events == 0) cache_block(block);
+}
+
+void AllocatorCore::cache_in_bins(Block* block) noexcept {
+  FreeBins& bins = *block->segment->bins;
+  // Fixed segments (expandable ones keep placement through their FrontCacheRoom): the block
+  // before it, and, when the bins held one block, the block before that one, which
+  // front_cache_keeps_placement() let off while best fit had nothing else to pick.
+  if (!block->segment->expandable) {
+    if (block->prev != nullptr) block->prev->mark_slow_free(Block::kNextCached);
+    if (const Block* only = bins.only_block(); only != nullptr && only->prev != nullptr) {
+      only->prev->mark_slow_free(Block::kNextCached);
+    }
+  }
+  bins.insert(block);
+}
+
+bool AllocatorCore::front_cache_keeps_placement(Block* block) noexcept {
+  if ((block->use.slow_free & Block::kNextCached) == 0) return true;
+  // Its next neighbour cached beside other cached blocks: best fit merges the two and may find
+  // a better fit among the others, placing the allocation elsewhere (octree-nca2d and cs336-xl
+  // bf16 reserved more than PyTorch's rules; issue 25). To the bins, then, where it merges.
+  // With that block alone in the bins, best fit would split the merged block where the hit
+  // takes it: the reason is gone until FreeBins caches a second block (mark_next_cached).
+  const Block* next = block->next;
+  if (next != nullptr && next->cached && block->segment->bins->count() != 1) return false;
+  block->unmark_slow_free(Block::kNextCached);
+  return true;
 }
 
 void AllocatorCore::keep_recent(Block* block) noexcept {
@@ -513,7 +541,7 @@ void AllocatorCore::merge_into_bins(Block* block) noexcept {
     split_blocks += 1;
     split_bytes += signed_size(block->size);
   }
-  bins.insert(block);
+  cache_in_bins(block);
   poison(block->address, block->size);
   if (split_blocks > 0) increase(stats_.inactive_split, small, split_blocks);
   if (split_blocks < 0) decrease(stats_.inactive_split, small, -split_blocks);
@@ -557,7 +585,7 @@ void AllocatorCore::record_stream(void* ptr, StreamId stream) {
   if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
       block->stream_uses.end()) {
     block->stream_uses.push_back(stream);
-    block->use.other_streams = true;
+    block->mark_slow_free(Block::kOtherStreams);
   }
 }
 

@@ -169,6 +169,13 @@ class AllocatorCore {
   // rest keeps placement PyTorch's on the corpus: taking every such block back made the 3-D
   // cellular automaton reserve 1.2982 instead of 1.1579 of its live peak (issue 25).
   [[nodiscard]] static bool keeps_placement(const detail::Block* block) noexcept;
+  // Fixed segments: whether a freed block marked kNextCached may still enter the front cache,
+  // that is whether best fit, merging it with its cached next neighbour, would place the next
+  // allocation of its size where a hit would; clears the mark when the reason is gone.
+  [[nodiscard]] static bool front_cache_keeps_placement(detail::Block* block) noexcept;
+  // Into its segment's bins (a fixed segment's after the split or merge), marking the blocks
+  // whose next neighbour is then cached beside another cached block kNextCached.
+  static void cache_in_bins(detail::Block* block) noexcept;
   // The newest recent block, taken out of the list, when it is of exactly `rounded` bytes; else
   // nullptr. The list must not be empty.
   [[nodiscard]] static detail::Block* take_newest_recent(detail::RecentFrees& recent,

@@ -118,11 +118,20 @@ struct Block {
   std::uint64_t cached_at = 0;  // allocator clock when cached; its age drives garbage collection
   std::uint32_t bin = 0;
   std::uint32_t pending_events = 0;  // stream events to wait for before it can be cached
-  // Handed out, and whether record_stream() named other streams than its own (stream_uses is
-  // not empty): the free's hot path tests both with one compare (freeable_at_once()).
+  // Handed out, and why its free must take the slow path (slow_free, bits below): the free's
+  // hot path tests the whole byte with one compare, and freeable_at_once() both fields with one.
+  //   kOtherStreams: record_stream() named other streams than its own (stream_uses not empty).
+  //   kNextCached (fixed segments): its next neighbour was cached while its pool's bins held
+  //     another block too, so best fit, merging the two, might place the next allocation of its
+  //     size elsewhere; the slow free decides whether it may enter the front cache
+  //     (AllocatorCore::front_cache_keeps_placement). Set off the hot path, by
+  //     AllocatorCore::cache_in_bins; may be stale true, never false while its next neighbour
+  //     is cached beside another block (validate() checks; issue 25).
+  static constexpr std::uint8_t kOtherStreams = 1;
+  static constexpr std::uint8_t kNextCached = 2;
   struct Use {
     bool allocated = false;
-    bool other_streams = false;
+    std::uint8_t slow_free = 0;
   };
   Use use;
   bool cached = false;
@@ -156,7 +165,12 @@ struct Block {
   [[nodiscard]] bool active() const noexcept { return use.allocated || pending_events > 0; }
   // Allocated, and only its own stream used it: a free can file it at once.
   [[nodiscard]] bool freeable_at_once() const noexcept {
-    return std::bit_cast<std::uint16_t>(use) == std::bit_cast<std::uint16_t>(Use{true, false});
+    return std::bit_cast<std::uint16_t>(use) == std::bit_cast<std::uint16_t>(Use{true, 0});
+  }
+  [[nodiscard]] bool other_streams() const noexcept { return (use.slow_free & kOtherStreams) != 0; }
+  void mark_slow_free(std::uint8_t reason) noexcept { use.slow_free |= reason; }
+  void unmark_slow_free(std::uint8_t reason) noexcept {
+    use.slow_free &= static_cast<std::uint8_t>(~reason);
   }
 };
 

@@ -131,7 +131,7 @@ inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* bloc
 inline bool AllocatorCore::deallocate(void* ptr) noexcept {
   detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr || !block->use.allocated) return false;  // a recent block is mapped too
-  if (!block->use.other_streams && file_if_hot(block)) [[likely]]
+  if (block->use.slow_free == 0 && file_if_hot(block)) [[likely]]
     return true;
   deallocate_slow(block);
   return true;

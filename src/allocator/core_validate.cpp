@@ -162,10 +162,16 @@ void AllocatorCore::validate() const {
         broken("block-state", describe(b) + ": a cached neighbour was not merged");
       }
       if (b->cached) cached.push_back(b);
-      if (b->use.other_streams == b->stream_uses.empty()) {
-        broken("block-state",
-               describe(b) + fmt::format(": other_streams is {} for {} streams",
-                                         b->use.other_streams, b->stream_uses.size()));
+      // A front-cache hit on it could place an allocation where best fit would not (issue 25).
+      if (!s->expandable && !b->cached && b->next != nullptr && b->next->cached &&
+          s->bins->count() > 1 && (b->use.slow_free & Block::kNextCached) == 0) {
+        broken("block-state", describe(b) +
+                                  ": its next neighbour is cached beside others, yet its free may "
+                                  "take the hot path (kNextCached unset)");
+      }
+      if (b->other_streams() == b->stream_uses.empty()) {
+        broken("block-state", describe(b) + fmt::format(": other_streams is {} for {} streams",
+                                                        b->other_streams(), b->stream_uses.size()));
       }
       if (b->use.allocated) {
         ++allocated;

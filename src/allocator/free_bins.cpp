@@ -150,12 +150,14 @@ void FreeBins::keep_room(FrontCacheRoom* room) noexcept {
 FrontCacheRoom FreeBins::room_now() const noexcept {
   FrontCacheRoom room;
   room.limit = count_ == 0 ? 1 : 0;
-  if (count_ == 1) {
-    // Its only block: the list's head, or (indexed until the bins empty) the best fit of all.
-    const Block* only = indexed() ? best_fit(0) : loose_;
-    room.next = reinterpret_cast<std::uintptr_t>(only);
-  }
+  if (count_ == 1) room.next = reinterpret_cast<std::uintptr_t>(only_block());
   return room;
+}
+
+Block* FreeBins::only_block() const noexcept {
+  if (count_ != 1) return nullptr;
+  // The list's head, or (indexed until the bins empty) the best fit of all.
+  return indexed() ? best_fit(0) : loose_;
 }
 
 Block* FreeBins::best_fit(std::size_t size) const noexcept {

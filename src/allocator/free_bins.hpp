@@ -59,6 +59,8 @@ class FreeBins {
   void keep_room(FrontCacheRoom* room) noexcept;
   // What keep_room() keeps in its room for these bins as they are.
   [[nodiscard]] FrontCacheRoom room_now() const noexcept;
+  // The only cached block while count() is 1, else nullptr.
+  [[nodiscard]] Block* only_block() const noexcept;
   [[nodiscard]] const FrontCacheRoom* kept_room() const noexcept { return room_; }
   // Whether the size-class index is built, and the bytes it holds (0 while the bins are a list).
   [[nodiscard]] bool indexed() const noexcept { return index_ != nullptr; }

@@ -1,0 +1,83 @@
+// Fixed segments and the front cache (issue 25): a freed block whose next neighbour is cached
+// beside other cached blocks goes to the bins, where it merges, so the next allocation of its
+// size lands where best fit (PyTorch's rules) puts it, not back on the block. A block whose next
+// neighbour is the pool's only cached block still takes the hot path: best fit would split the
+// merged block at the same address. Each scenario below placed the allocation elsewhere before.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <memory>
+
+#include "memscope/caching_allocator.hpp"
+#include "memscope/simulated_backend.hpp"
+#include "memscope/units.hpp"
+
+namespace memscope {
+namespace {
+
+constexpr auto kAll = static_cast<std::size_t>(StatPool::all);
+
+void* offset(void* p, std::size_t bytes) {
+  return static_cast<char*>(p) + bytes;
+}
+
+TEST(FrontCachePlacement, ABlockBeforeACachedOneGoesToTheBinsWhenAnotherFitsBetter) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB));
+  void* a = allocator.allocate(12 * KiB);  // one 2 MiB segment: a, g, r, then the cached rest
+  void* g = allocator.allocate(4 * KiB);   // keeps a from merging with anything
+  void* r = allocator.allocate(8 * KiB);
+  ASSERT_EQ(g, offset(a, 12 * KiB));
+  ASSERT_EQ(r, offset(a, 16 * KiB));
+  allocator.deallocate(a);
+  void* big = allocator.allocate(4 * MiB);  // another size: a is merged into the bins
+  allocator.validate();
+  allocator.deallocate(r);  // its next is cached, and a (12 KiB) is cached too
+  allocator.validate();
+  // Best fit on r merged with the rest: a, the smallest block that fits, not r.
+  void* p = allocator.allocate(8 * KiB);
+  EXPECT_EQ(p, a);
+  allocator.validate();
+  for (void* q : {p, g, big}) allocator.deallocate(q);
+  allocator.validate();
+}
+
+TEST(FrontCachePlacement, TheBlockBeforeThePoolsOnlyCachedBlockKeepsTheHotPath) {
+  // The hot path's benchmark (bench/hit_pair_loop.cpp at 4 KiB): merged at each free and split
+  // at each allocation, inactive_split would count a split block per pair.
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB));
+  void* p = allocator.allocate(4 * KiB);
+  const std::int64_t splits = allocator.stats().inactive_split[kAll].allocated;
+  for (int i = 0; i < 100; ++i) {
+    allocator.deallocate(p);
+    void* q = allocator.allocate(4 * KiB);
+    ASSERT_EQ(q, p);
+  }
+  EXPECT_EQ(allocator.stats().inactive_split[kAll].allocated, splits);
+  allocator.validate();
+  allocator.deallocate(p);
+  allocator.validate();
+}
+
+TEST(FrontCachePlacement, ASecondCachedBlockSendsTheBlockBeforeTheFirstToTheBinsAgain) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB));
+  void* u = allocator.allocate(1 * MiB);  // u and v fill a 2 MiB segment: nothing cached
+  void* v = allocator.allocate(1 * MiB);
+  void* p = allocator.allocate(4 * KiB);  // a second segment: p, then its rest, cached alone
+  allocator.deallocate(p);
+  ASSERT_EQ(allocator.allocate(4 * KiB), p);  // the rest alone: the front cache serves it
+  allocator.deallocate(u);
+  void* small = allocator.allocate(512);  // another size: u is cached, and split for it
+  ASSERT_EQ(small, u);
+  allocator.validate();
+  allocator.deallocate(p);  // its next is cached beside u's remainder now
+  allocator.validate();
+  // Best fit: u's remainder (1 MiB - 512 B) before p merged with its rest (2 MiB).
+  void* q = allocator.allocate(4 * KiB);
+  EXPECT_EQ(q, offset(u, 512));
+  allocator.validate();
+  for (void* x : {q, small, v}) allocator.deallocate(x);
+  allocator.validate();
+}
+
+}  // namespace
+}  // namespace memscope

@@ -5,40 +5,32 @@
 // (trace_corpus.hpp: MEMSCOPE_TRACES, else ../shared/traces).
 #include <gtest/gtest.h>
 
-#include <cstddef>
 #include <string_view>
 
 #include "memscope/replay.hpp"
 #include "memscope/trace.hpp"
-#include "steady_state.hpp"
-#include "torch_rules.hpp"
+#include "steady_state_checks.hpp"
 #include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
 
-void expect_default_rules_at_or_below_pytorchs(std::string_view name) {
+void expect_trace_at_or_below_pytorchs(std::string_view name) {
   MEMSCOPE_TRACE_OR_SKIP(path, name);
   const TorchSnapshot snapshot = read_trace_file(path);
-  const ReplayPlan plan = build_replay_plan(snapshot, trace_devices(snapshot).at(0));
-  const bench::SteadyState ours = bench::memscope_steady_state(plan, "", 10);
-  bench::TorchRulesReplayer torch(bench::TieBreak::lowest_address);
-  const bench::SteadyState theirs = bench::model_steady_state(plan, torch, 10);
-  ASSERT_EQ(ours.ratios.size(), theirs.ratios.size());
-  for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
-    EXPECT_LE(ours.ratios[i], theirs.ratios[i] + 0.00005) << "iteration " << i + 1;
-  }
+  testing::expect_default_rules_at_or_below_pytorchs(
+      build_replay_plan(snapshot, trace_devices(snapshot).at(0)));
 }
 
 // A front-cache hit on a block whose next neighbour was cached: 1.3466 of the live peak
 // against PyTorch's rules' 1.3236 in every iteration.
 TEST(DefaultRulesSteadyState, OctreeNca2dInferenceNeverAbovePyTorch) {
-  expect_default_rules_at_or_below_pytorchs("torch_snapshot_octree-nca2d_wsi_inference.pickle");
+  expect_trace_at_or_below_pytorchs("torch_snapshot_octree-nca2d_wsi_inference.pickle");
 }
 
 // The same, from iteration 2: 1.0429 against 1.0422.
 TEST(DefaultRulesSteadyState, Cs336XlBf16ForwardNeverAbovePyTorch) {
-  expect_default_rules_at_or_below_pytorchs("torch_snapshot_cs336-xl_ctx256_bs4_fwd_bf16.pickle");
+  expect_trace_at_or_below_pytorchs("torch_snapshot_cs336-xl_ctx256_bs4_fwd_bf16.pickle");
 }
 
 }  // namespace

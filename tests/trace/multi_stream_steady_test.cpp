@@ -11,6 +11,7 @@
 #include "memscope/replay.hpp"
 #include "multi_stream_plan.hpp"
 #include "steady_state.hpp"
+#include "steady_state_checks.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 
@@ -34,14 +35,7 @@ TEST(MultiStreamSteadyState, PlansUseThreeStreamsAndBalance) {
 TEST(MultiStreamSteadyState, DefaultRulesNeverReserveMoreThanPyTorchs) {
   for (const std::uint64_t seed : {1U, 2U, 3U, 4U, 5U, 6U}) {
     SCOPED_TRACE(seed);
-    const ReplayPlan plan = bench::three_stream_training_step(seed);
-    const bench::SteadyState ours = bench::memscope_steady_state(plan, "", 10);
-    bench::TorchRulesReplayer torch(bench::TieBreak::lowest_address);
-    const bench::SteadyState theirs = bench::model_steady_state(plan, torch, 10);
-    ASSERT_EQ(ours.ratios.size(), theirs.ratios.size());
-    for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
-      EXPECT_LE(ours.ratios[i], theirs.ratios[i] + 0.00005) << "iteration " << i + 1;
-    }
+    testing::expect_default_rules_at_or_below_pytorchs(bench::three_stream_training_step(seed));
   }
 }
 

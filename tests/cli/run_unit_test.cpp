@@ -167,9 +167,9 @@ TEST(RunSummary, ShortLivedHelpersCollapseIntoOneRow) {
     EXPECT_NE(summary.find(kept), std::string::npos) << kept << "\n" << summary;
   }
   // The HTML report's process table has the same one row.
-  const Report report = report_of_run(record);
+  const report::Report report = report_of_run(record);
   ASSERT_FALSE(report.tables.empty());
-  const Table& processes = report.tables.front();
+  const report::Table& processes = report.tables.front();
   ASSERT_EQ(processes.title, "Processes");
   ASSERT_EQ(processes.rows.size(), 5U);  // the command, the helpers, three kept
   EXPECT_EQ(processes.rows[1][1], row.command);

@@ -16,8 +16,8 @@
 #include "cli.hpp"
 #include "diff/diff.hpp"
 #include "memscope/replay.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
-#include "report/text_table.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -161,7 +161,7 @@ DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const Dif
   out.json["trace_a"] = trace_json(fa);
   out.json["trace_b"] = trace_json(fb);
 
-  TextTable totals({{""}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
+  report::TextTable totals({{""}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
   const auto total = [&](const char* what, std::size_t x, std::size_t y) {
     totals.add_row({what, format_size(x), format_size(y), signed_bytes(signed_change(x, y)),
                     percent_change(static_cast<double>(x), static_cast<double>(y))});
@@ -171,13 +171,13 @@ DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const Dif
   total("peak live", fa.peak_live, fb.peak_live);
   total("live at the end", fa.live_at_end, fb.live_at_end);
 
-  TextTable table({{"site"},
-                   {"peak A", true},
-                   {"peak B", true},
-                   {"change", true},
-                   {"end A", true},
-                   {"end B", true},
-                   {"change", true}});
+  report::TextTable table({{"site"},
+                           {"peak A", true},
+                           {"peak B", true},
+                           {"change", true},
+                           {"end A", true},
+                           {"end B", true},
+                           {"change", true}});
   Json sites_json = Json::array();
   std::size_t unchanged = 0;
   for (const Site& s : rows) {

@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "cli.hpp"
+#include "memscope/report_decimate.hpp"
+#include "memscope/report_json.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
-#include "report/decimate.hpp"
 #include "report/report_builders.hpp"
-#include "report/text_table.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -137,7 +138,7 @@ std::string bytes_text(const Json& object, const char* key, const std::string& w
 std::string saved_sites_text(const Json& sites, const std::string& where_prefix,
                              const std::string& source) {
   if (!sites.is_array() || sites.empty()) return {};
-  TextTable top({{"site"}, {"live", true}, {"allocations", true}});
+  report::TextTable top({{"site"}, {"live", true}, {"allocations", true}});
   for (std::size_t i = 0; i < sites.size(); ++i) {
     const std::string where = fmt::format("{}[{}].", where_prefix, i);
     const Json& w = field(sites[i], "where", where, source);
@@ -229,7 +230,7 @@ std::string replay_text(const ReplayOutcome& outcome) {
   return out;
 }
 
-Report replay_report(const ReplayOutcome& outcome) {
+report::Report replay_report(const ReplayOutcome& outcome) {
   ReplayReportInput input;
   input.snapshot = &outcome.snapshot;
   input.plan = &outcome.plan;
@@ -252,19 +253,19 @@ Report replay_report(const ReplayOutcome& outcome) {
 // the page decimates again when it is drawn; a note says so.
 constexpr std::size_t kStoredPointsPerSeries = 16000;
 
-Json stored_report(Report report) {
-  for (Series& s : report.series) {
-    DecimatedSeries d = decimate(s.t, s.bytes, kStoredPointsPerSeries);
+Json stored_report(report::Report report) {
+  for (report::Series& s : report.series) {
+    report::DecimatedSeries d = report::decimate(s.t, s.bytes, kStoredPointsPerSeries);
     if (!d.decimated()) continue;
     report.notes.push_back(fmt::format("{}: stored decimated from {} points to {}.", s.name,
                                        d.original_points, d.t.size()));
     s.t = std::move(d.t);
     s.bytes = std::move(d.values);
   }
-  return report_to_json(report);
+  return report::report_to_json(report);
 }
 
-Json replay_json(const ReplayOutcome& outcome, const Report& report) {
+Json replay_json(const ReplayOutcome& outcome, const report::Report& report) {
   const ReplayResult& r = outcome.first;
   Json rows = Json::array();
   for (const ComparisonRow& row : outcome.rows) rows.push_back(row_json(row));
@@ -301,14 +302,14 @@ std::string replay_json_text(const Json& json, const std::string& source) {
                   format_size(static_cast<std::size_t>(int_field(json, "capacity", "", source))));
   const Json& rows = field(json, "rows", "", source);
   if (!rows.is_array()) throw InputFailure(source + ": rows: expected an array");
-  TextTable table({{"settings"},
-                   {"peak reserved", true},
-                   {"peak live", true},
-                   {"reserved/live", true},
-                   {"segments", true},
-                   {"retries", true},
-                   {"OOMs", true},
-                   {"fits on", true}});
+  report::TextTable table({{"settings"},
+                           {"peak reserved", true},
+                           {"peak live", true},
+                           {"reserved/live", true},
+                           {"segments", true},
+                           {"retries", true},
+                           {"OOMs", true},
+                           {"fits on", true}});
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::string where = fmt::format("rows[{}].", i);
     const Json& row = rows[i];

@@ -20,8 +20,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memscope/report.hpp"
 #include "replay/replay_session.hpp"
-#include "report/report_model.hpp"
 
 namespace memscope::cli {
 
@@ -31,8 +31,9 @@ namespace memscope::cli {
 // The verdict line alone: "fits in 24 GiB ..." / "does not fit in 24 GiB: first OOM at event
 // ...". Empty when no capacity was given.
 [[nodiscard]] std::string replay_verdict(const ReplayOutcome& outcome);
-[[nodiscard]] Report replay_report(const ReplayOutcome& outcome);
-[[nodiscard]] nlohmann::json replay_json(const ReplayOutcome& outcome, const Report& report);
+[[nodiscard]] report::Report replay_report(const ReplayOutcome& outcome);
+[[nodiscard]] nlohmann::json replay_json(const ReplayOutcome& outcome,
+                                         const report::Report& report);
 
 // The text of a saved replay JSON (`memscope report`).
 [[nodiscard]] std::string replay_json_text(const nlohmann::json& json, const std::string& source);

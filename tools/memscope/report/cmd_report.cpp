@@ -14,10 +14,11 @@
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
+#include "memscope/report_html.hpp"
+#include "memscope/report_json.hpp"
 #include "progress.hpp"
 #include "replay/replay_output.hpp"
 #include "replay/replay_session.hpp"
-#include "report/html_report.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
 #include "run/run_summary.hpp"
@@ -42,7 +43,7 @@ std::string split_of(const std::filesystem::path& path) {
 
 struct Rendered {
   std::string text;
-  std::optional<Report> report;  // when --html was asked for
+  std::optional<report::Report> report;  // when --html was asked for
 };
 
 Rendered render(const InputFile& file, bool html, Progress& progress) {
@@ -74,7 +75,7 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
                              ": report is missing, so there is no page to render; "
                              "write the file again with memscope replay --json");
         }
-        out.report = report_from_json(file.json["report"], source);
+        out.report = report::report_from_json(file.json["report"], source);
       }
       break;
     }
@@ -109,7 +110,7 @@ int run_report_command(const ReportArgs& args) {
   }
   std::fputs(rendered.text.c_str(), stdout);
   if (rendered.report) {
-    write_html(*rendered.report, args.html);
+    report::write_html(*rendered.report, args.html);
     std::printf("HTML report: %s\n", args.html.c_str());
   }
   std::fflush(stdout);

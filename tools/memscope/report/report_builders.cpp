@@ -56,9 +56,9 @@ std::int64_t process_peak(const RunProcess& p) {
   return peak;
 }
 
-void add_run_series(const RunRecord& record, Report& report) {
+void add_run_series(const RunRecord& record, report::Report& report) {
   const std::size_t n = std::min(record.t.size(), record.tree_rss.size());
-  Series tree{"tree RSS (sampled)", {}, {}, true, false};
+  report::Series tree{"tree RSS (sampled)", {}, {}, true, false};
   tree.t.assign(record.t.begin(), record.t.begin() + static_cast<std::ptrdiff_t>(n));
   tree.bytes = as_doubles(record.tree_rss);
   tree.bytes.resize(n);
@@ -81,15 +81,15 @@ void add_run_series(const RunRecord& record, Report& report) {
   // Back in order of appearance, so colours follow the order processes started.
   std::sort(drawn.begin(), drawn.end());
   for (const RunProcess* p : drawn) {
-    Series s{fmt::format("pid {} RSS", p->pid), p->t, as_doubles(p->rss), true, false};
+    report::Series s{fmt::format("pid {} RSS", p->pid), p->t, as_doubles(p->rss), true, false};
     s.bytes.resize(std::min(s.bytes.size(), s.t.size()));
     s.t.resize(s.bytes.size());
     report.series.push_back(std::move(s));
   }
   for (const RunGpu& gpu : record.gpus) {
     if (gpu.used.empty()) continue;
-    Series s{fmt::format("GPU used (device {})", gpu.index), record.t, as_doubles(gpu.used), true,
-             false};
+    report::Series s{fmt::format("GPU used (device {})", gpu.index), record.t, as_doubles(gpu.used),
+                     true, false};
     const std::size_t m = std::min(s.t.size(), s.bytes.size());
     s.t.resize(m);
     s.bytes.resize(m);
@@ -97,7 +97,7 @@ void add_run_series(const RunRecord& record, Report& report) {
   }
   if (std::any_of(record.tree_gpu.begin(), record.tree_gpu.end(),
                   [](std::int64_t v) { return v > 0; })) {
-    Series s{"tree GPU", record.t, as_doubles(record.tree_gpu), true, false};
+    report::Series s{"tree GPU", record.t, as_doubles(record.tree_gpu), true, false};
     const std::size_t m = std::min(s.t.size(), s.bytes.size());
     s.t.resize(m);
     s.bytes.resize(m);
@@ -114,13 +114,13 @@ std::string metrics_text(const std::map<std::string, std::int64_t>& metrics) {
 }
 
 // One row per rank of a distributed job, and the max and which rank under it.
-Table ranks_table(const std::vector<RunRank>& ranks) {
-  Table table{"Ranks",
-              {"rank", "local rank", "pid", "peak RSS", "source", "peak GPU", "processes",
-               "own process", "sum of peaks", "stages"},
-              {true, true, true, true, false, true, true, true, true, false},
-              {},
-              {}};
+report::Table ranks_table(const std::vector<RunRank>& ranks) {
+  report::Table table{"Ranks",
+                      {"rank", "local rank", "pid", "peak RSS", "source", "peak GPU", "processes",
+                       "own process", "sum of peaks", "stages"},
+                      {true, true, true, true, false, true, true, true, true, false},
+                      {},
+                      {}};
   for (const RunRank& r : ranks) {
     std::string stages;
     for (const std::string& s : r.stages) stages += (stages.empty() ? "" : ", ") + s;
@@ -171,8 +171,8 @@ std::vector<const RunStage*> shown_stages(const RunRecord& record) {
 
 }  // namespace
 
-Report report_of_run(const RunRecord& record) {
-  Report report;
+report::Report report_of_run(const RunRecord& record) {
+  report::Report report;
   const std::string command = joined(record.command);
   report.title = "memscope run: " + command;
   report.subtitle = command;
@@ -230,16 +230,17 @@ Report report_of_run(const RunRecord& record) {
     if (const RunStage* s = stage_at(record, record.peak_tree_rss_t)) {
       label += fmt::format(" (stage {})", s->name);
     }
-    report.peak = Marker{"tree RSS (sampled)", record.peak_tree_rss_t,
-                         static_cast<double>(record.peak_tree_rss), label};
+    report.peak = report::Marker{"tree RSS (sampled)", record.peak_tree_rss_t,
+                                 static_cast<double>(record.peak_tree_rss), label};
   }
 
-  Table processes{"Processes",
-                  {"pid", "command", "peak RSS", "source", "peak GPU", "lifetime", "exit"},
-                  {true, false, true, false, true, true, false},
-                  {},
-                  "peak RSS from VmHWM is exact; 'sampled' is a lower bound; 'wait4: it or a "
-                  "reaped child' the largest of its peak and its children's"};
+  report::Table processes{
+      "Processes",
+      {"pid", "command", "peak RSS", "source", "peak GPU", "lifetime", "exit"},
+      {true, false, true, false, true, true, false},
+      {},
+      "peak RSS from VmHWM is exact; 'sampled' is a lower bound; 'wait4: it or a "
+      "reaped child' the largest of its peak and its children's"};
   const std::vector<bool> helpers = short_lived_helpers(record);
   const HelperRow collapsed = helper_row(record, helpers);
   for (std::size_t i = 0; i < record.processes.size(); ++i) {
@@ -261,12 +262,12 @@ Report report_of_run(const RunRecord& record) {
   report.tables.push_back(std::move(processes));
   if (!record.ranks.empty()) report.tables.push_back(ranks_table(record.ranks));
   if (!record.stages.empty()) {
-    Table stages{"Stages",
-                 {"stage", "pid", "begin", "duration", "tree RSS peak", "exact figures"},
-                 {false, true, true, true, true, false},
-                 {},
-                 "tree RSS peak: the highest sample during the stage; exact figures: the "
-                 "stage's own tracker"};
+    report::Table stages{"Stages",
+                         {"stage", "pid", "begin", "duration", "tree RSS peak", "exact figures"},
+                         {false, true, true, true, true, false},
+                         {},
+                         "tree RSS peak: the highest sample during the stage; exact figures: the "
+                         "stage's own tracker"};
     for (const RunStage* stage : stages_shown) {
       const RunStage& s = *stage;
       const double end = s.end < 0.0 ? record.duration : s.end;
@@ -279,19 +280,19 @@ Report report_of_run(const RunRecord& record) {
   return report;
 }
 
-Report report_of_metrics(const Metrics& metrics, const std::string& source) {
-  Report report;
+report::Report report_of_metrics(const Metrics& metrics, const std::string& source) {
+  report::Report report;
   report.title = "memscope report: " + source;
   report.subtitle = source;
   const std::map<std::string, std::string> text = metrics_format(metrics);
   // One table per stage: the text before the key's first '_' ("train_mem_cpu_alloc_delta" is
   // train's), as format_metrics_table groups them.
-  std::map<std::string, Table> by_stage;
+  std::map<std::string, report::Table> by_stage;
   for (const auto& [key, value] : text) {
     const std::size_t cut = key.find('_');
     std::string stage = cut == std::string::npos ? std::string() : key.substr(0, cut);
     if (stage == "before") stage = "init";  // before_init_mem_cpu goes with init
-    Table& t = by_stage[stage];
+    report::Table& t = by_stage[stage];
     if (t.columns.empty()) {
       t.title = stage.empty() ? std::string("other metrics") : stage;
       t.columns = {"metric", "value"};

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
+#include "memscope/report_text.hpp"
 #include "memscope/run_ranks.hpp"
 #include "memscope/units.hpp"
-#include "report/text_table.hpp"
 #include "run/run_helpers.hpp"
 
 namespace memscope::cli {
@@ -45,11 +45,11 @@ std::string metrics_text(const RunStage& stage) {
 
 std::string processes_table(const RunRecord& record, double run_end) {
   const bool gpu = !record.tree_gpu.empty();
-  std::vector<TextTable::Column> columns{{"pid", true},     {"command", false}, {"peak RSS", true},
-                                         {"source", false}, {"start", true},    {"lifetime", true},
-                                         {"exit", true}};
-  if (gpu) columns.insert(columns.begin() + 4, TextTable::Column{"peak GPU", true});
-  TextTable table(std::move(columns));
+  std::vector<report::TextTable::Column> columns{
+      {"pid", true},   {"command", false}, {"peak RSS", true}, {"source", false},
+      {"start", true}, {"lifetime", true}, {"exit", true}};
+  if (gpu) columns.insert(columns.begin() + 4, report::TextTable::Column{"peak GPU", true});
+  report::TextTable table(std::move(columns));
   // Short-lived helpers (shims, shell utilities) take one row (run_helpers.hpp).
   const std::vector<bool> helpers = short_lived_helpers(record);
   const HelperRow collapsed = helper_row(record, helpers);
@@ -113,17 +113,18 @@ std::string processes_table(const RunRecord& record, double run_end) {
 
 std::string stages_table(const RunRecord& record) {
   const bool gpu = !record.tree_gpu.empty();
-  std::vector<TextTable::Column> columns{{"stage", false},        {"pid", true},
-                                         {"begin", true},         {"duration", true},
-                                         {"tree RSS peak", true}, {"end mark figures", false}};
-  if (gpu) columns.insert(columns.begin() + 5, TextTable::Column{"tree GPU peak", true});
+  std::vector<report::TextTable::Column> columns{
+      {"stage", false},   {"pid", true},           {"begin", true},
+      {"duration", true}, {"tree RSS peak", true}, {"end mark figures", false}};
+  if (gpu) columns.insert(columns.begin() + 5, report::TextTable::Column{"tree GPU peak", true});
   // In a distributed job, which rank ran each stage (by the pid that marked it).
   std::map<int, int> rank_of;
   for (const RunRank& r : record.ranks) {
     for (const int pid : r.pids) rank_of.emplace(pid, r.rank);
   }
-  if (!rank_of.empty()) columns.insert(columns.begin() + 2, TextTable::Column{"rank", true});
-  TextTable table(std::move(columns));
+  if (!rank_of.empty())
+    columns.insert(columns.begin() + 2, report::TextTable::Column{"rank", true});
+  report::TextTable table(std::move(columns));
   for (const RunStage& s : record.stages) {
     std::vector<std::string> row{s.name,
                                  std::to_string(s.pid),
@@ -169,7 +170,7 @@ std::string ranks_table(const RunRecord& record) {
       std::any_of(ranks.begin(), ranks.end(), [](const RunRank& r) { return r.pids.size() > 1; });
   // Columns appear only where they say something: GPU when watched, a rank's own process and
   // the upper bound when some rank has more than one process.
-  std::vector<TextTable::Column> columns{
+  std::vector<report::TextTable::Column> columns{
       {"rank", true}, {"local", true}, {"pid", true}, {"peak RSS", true}, {"source", false}};
   if (gpu) columns.push_back({"peak GPU", true});
   columns.push_back({"processes", true});
@@ -178,7 +179,7 @@ std::string ranks_table(const RunRecord& record) {
     columns.push_back({"sum of peaks", true});
   }
   columns.push_back({"stages", false});
-  TextTable table(std::move(columns));
+  report::TextTable table(std::move(columns));
   for (const RunRank& r : ranks) {
     std::vector<std::string> row{std::to_string(r.rank), optional_text(r.local_rank),
                                  std::to_string(r.pid), bytes_or_dash(r.peak_rss),
@@ -219,7 +220,7 @@ std::string ranks_table(const RunRecord& record) {
 }  // namespace
 
 std::string shorten_command(const std::string& command, std::size_t width) {
-  if (display_width(command) <= width || width < 8) return command;
+  if (report::display_width(command) <= width || width < 8) return command;
   // Keep the program and the end of the arguments, which tell runs apart; cut on a code point.
   std::size_t head = 0;
   for (std::size_t points = 0; head < command.size() && points < width / 2; ++head) {

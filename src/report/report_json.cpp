@@ -1,5 +1,5 @@
-// A Report as JSON and back (report_builders.hpp): {"format": "memscope-report", "version": 1}
-// and every field of report_model.hpp under its own name. Doubles are written with enough
+// A Report as JSON and back (report_json.hpp): {"format": "memscope-report", "version": 1}
+// and every field of report.hpp under its own name. Doubles are written with enough
 // digits to read back the same number; a non-finite one is written as null and read as NaN.
 #include <cmath>
 #include <cstdint>
@@ -11,10 +11,11 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli.hpp"
-#include "report/report_builders.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/report.hpp"
+#include "memscope/report_json.hpp"
 
-namespace memscope::cli {
+namespace memscope::report {
 
 namespace {
 
@@ -37,7 +38,7 @@ class Reader {
   explicit Reader(std::string source) : source_(std::move(source)) {}
 
   [[noreturn]] void fail(const std::string& path, const std::string& expected) const {
-    throw InputFailure(
+    throw ReportFormatError(
         fmt::format("{}: the report's field '{}' must be {}", source_, path, expected));
   }
   const nlohmann::json& field(const nlohmann::json& object, const std::string& path,
@@ -240,7 +241,7 @@ nlohmann::json report_to_json(const Report& report) {
 Report report_from_json(const nlohmann::json& json, const std::string& source) {
   const Reader r(source);
   if (!json.is_object()) {
-    throw InputFailure(source + ": a memscope report must be a JSON object");
+    throw ReportFormatError(source + ": a memscope report must be a JSON object");
   }
   if (json.value("format", nlohmann::json()) != "memscope-report") {  // any type: no throw
     r.fail("format", "\"memscope-report\"");
@@ -289,4 +290,4 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   return report;
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

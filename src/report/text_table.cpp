@@ -1,11 +1,11 @@
 // TextTable (text_table.hpp).
-#include "report/text_table.hpp"
+#include "memscope/report_text.hpp"
 
 #include <algorithm>
 #include <stdexcept>
 #include <utility>
 
-namespace memscope::cli {
+namespace memscope::report {
 
 std::size_t display_width(const std::string& text) noexcept {
   // Continuation bytes (10xxxxxx) do not start a code point.
@@ -53,4 +53,4 @@ std::string TextTable::render(std::size_t indent) const {
   return out;
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

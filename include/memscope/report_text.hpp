@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-namespace memscope::cli {
+namespace memscope::report {
 
 class TextTable {
  public:
@@ -38,4 +38,4 @@ class TextTable {
 // prints: no wide or combining characters).
 [[nodiscard]] std::size_t display_width(const std::string& text) noexcept;
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

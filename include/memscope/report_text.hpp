@@ -1,9 +1,14 @@
-// An aligned text table for the terminal: a header, a rule, rows; numeric columns right-aligned,
-// text left-aligned, two spaces between columns. Cells are already formatted (format_bytes...);
-// widths count UTF-8 code points, so "—" and "µs" line up. Shared by the subcommands that print
-// tables (replay, report, diff; others may reuse it).
+// The one text renderer of tables: a Table (report.hpp: header, rows, which columns are
+// numeric) as aligned text for the terminal; the HTML page renders the same value
+// (report_html.hpp), so the terminal and the page show the same cells. Numeric columns are
+// right-aligned, text left-aligned, two spaces between columns, trailing spaces trimmed.
+// Cells are already formatted (format_bytes...); widths count UTF-8 code points, so "—" and
+// "µs" line up. A table's title and note are the caller's to print: only the grid is rendered.
 //
-// Thread safety: a plain value. Errors: add_row() with a row of the wrong length throws
+// TextTable builds a Table row by row for the subcommands that print tables.
+//
+// Thread safety: plain values and pure functions. Errors: render_text() with a row whose
+// length is not the number of columns, and TextTable::add_row() with such a row, throw
 // std::invalid_argument (a bug in the caller).
 #pragma once
 
@@ -11,7 +16,18 @@
 #include <string>
 #include <vector>
 
+#include "memscope/report.hpp"
+
 namespace memscope::report {
+
+struct TextOptions {
+  std::size_t indent = 0;  // spaces before every line
+  bool header = true;      // the column titles as the first line
+  bool rule = true;        // a line of '-' under the titles (when they are printed)
+};
+
+// Every line ended by '\n'. A column missing from `table.numeric` is text.
+[[nodiscard]] std::string render_text(const Table& table, const TextOptions& options = {});
 
 class TextTable {
  public:
@@ -20,18 +36,19 @@ class TextTable {
     bool numeric = false;  // right-aligned
   };
 
-  explicit TextTable(std::vector<Column> columns);
+  explicit TextTable(const std::vector<Column>& columns);
 
   void add_row(std::vector<std::string> cells);
-  [[nodiscard]] std::size_t rows() const noexcept { return rows_.size(); }
-  [[nodiscard]] bool empty() const noexcept { return rows_.empty(); }
+  [[nodiscard]] std::size_t rows() const noexcept { return table_.rows.size(); }
+  [[nodiscard]] bool empty() const noexcept { return table_.rows.empty(); }
+  // The value built so far: what render() prints, and what a Report's page shows.
+  [[nodiscard]] const Table& table() const noexcept { return table_; }
 
-  // The table, each line indented by `indent` spaces and ended by '\n'; trailing spaces trimmed.
+  // render_text() with the titles, their rule and each line indented by `indent` spaces.
   [[nodiscard]] std::string render(std::size_t indent = 0) const;
 
  private:
-  std::vector<Column> columns_;
-  std::vector<std::vector<std::string>> rows_;
+  Table table_;
 };
 
 // The number of UTF-8 code points in `text` (its width on a terminal, for the text memscope

@@ -44,12 +44,6 @@ std::vector<double> as_doubles(const std::vector<T>& values) {
   return out;
 }
 
-std::string exit_text(const RunProcess& p) {
-  if (p.exit_signal) return fmt::format("signal {}", *p.exit_signal);
-  if (p.exit_code) return std::to_string(*p.exit_code);
-  return p.end < 0.0 ? "running" : "-";
-}
-
 std::int64_t process_peak(const RunProcess& p) {
   std::int64_t peak = p.peak_rss;
   for (const std::int64_t v : p.rss) peak = std::max(peak, v);
@@ -105,31 +99,10 @@ void add_run_series(const RunRecord& record, report::Report& report) {
   }
 }
 
-std::string metrics_text(const std::map<std::string, std::int64_t>& metrics) {
-  std::string out;
-  for (const auto& [key, value] : metrics) {
-    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", key, format_bytes(value));
-  }
-  return out.empty() ? "-" : out;
-}
-
-// One row per rank of a distributed job, and the max and which rank under it.
-report::Table ranks_table(const std::vector<RunRank>& ranks) {
-  report::Table table{"Ranks",
-                      {"rank", "local rank", "pid", "peak RSS", "source", "peak GPU", "processes",
-                       "own process", "sum of peaks", "stages"},
-                      {true, true, true, true, false, true, true, true, true, false},
-                      {},
-                      {}};
-  for (const RunRank& r : ranks) {
-    std::string stages;
-    for (const std::string& s : r.stages) stages += (stages.empty() ? "" : ", ") + s;
-    table.rows.push_back({std::to_string(r.rank),
-                          r.local_rank ? std::to_string(*r.local_rank) : "-", std::to_string(r.pid),
-                          bytes_or_dash(r.peak_rss), r.peak_rss_source, bytes_or_dash(r.peak_gpu),
-                          std::to_string(r.pids.size()), bytes_or_dash(r.own_peak_rss),
-                          bytes_or_dash(r.sum_of_peaks), stages.empty() ? "-" : stages});
-  }
+// The terminal's table of the ranks (run_summary.hpp), with the max and which rank under it.
+report::Table ranks_table(const RunRecord& record) {
+  report::Table table = run_ranks_table(record);
+  const std::vector<RunRank>& ranks = record.ranks;
   const RankSpread spread = rank_spread(ranks, &RunRank::peak_rss);
   if (spread.max != nullptr) {
     table.note = fmt::format(
@@ -234,47 +207,18 @@ report::Report report_of_run(const RunRecord& record) {
                                  static_cast<double>(record.peak_tree_rss), label};
   }
 
-  report::Table processes{
-      "Processes",
-      {"pid", "command", "peak RSS", "source", "peak GPU", "lifetime", "exit"},
-      {true, false, true, false, true, true, false},
-      {},
+  // The terminal's tables (run_summary.hpp), every process listed.
+  report::Table processes = run_processes_table(record, 0);
+  processes.note =
       "peak RSS from VmHWM is exact; 'sampled' is a lower bound; 'wait4: it or a "
-      "reaped child' the largest of its peak and its children's"};
-  const std::vector<bool> helpers = short_lived_helpers(record);
-  const HelperRow collapsed = helper_row(record, helpers);
-  for (std::size_t i = 0; i < record.processes.size(); ++i) {
-    const RunProcess& p = record.processes[i];
-    if (helpers[i]) {  // one row for the short-lived helpers (run_helpers.hpp)
-      if (i == collapsed.first) {
-        processes.rows.push_back(
-            {"-", collapsed.command, bytes_or_dash(collapsed.peak_rss), "largest", "-",
-             fmt::format("< {} each", seconds(kHelperLifetime)),
-             collapsed.failed == 0 ? "0" : fmt::format("{} not 0", collapsed.failed)});
-      }
-      continue;
-    }
-    const double end = p.end < 0.0 ? record.duration : p.end;
-    processes.rows.push_back({std::to_string(p.pid), p.command, bytes_or_dash(p.peak_rss),
-                              p.peak_rss_source.empty() ? "-" : p.peak_rss_source,
-                              bytes_or_dash(p.peak_gpu), seconds(end - p.start), exit_text(p)});
-  }
+      "reaped child' the largest of its peak and its children's";
   report.tables.push_back(std::move(processes));
-  if (!record.ranks.empty()) report.tables.push_back(ranks_table(record.ranks));
+  if (!record.ranks.empty()) report.tables.push_back(ranks_table(record));
   if (!record.stages.empty()) {
-    report::Table stages{"Stages",
-                         {"stage", "pid", "begin", "duration", "tree RSS peak", "exact figures"},
-                         {false, true, true, true, true, false},
-                         {},
-                         "tree RSS peak: the highest sample during the stage; exact figures: the "
-                         "stage's own tracker"};
-    for (const RunStage* stage : stages_shown) {
-      const RunStage& s = *stage;
-      const double end = s.end < 0.0 ? record.duration : s.end;
-      stages.rows.push_back({s.name, std::to_string(s.pid), seconds(s.begin),
-                             s.end < 0.0 ? "never ended" : seconds(end - s.begin),
-                             bytes_or_dash(s.tree_rss_peak), metrics_text(s.metrics)});
-    }
+    report::Table stages = run_stages_table(record, stages_shown);
+    stages.note =
+        "tree RSS peak: the highest sample during the stage; end mark figures: the stage's own "
+        "tracker";
     report.tables.push_back(std::move(stages));
   }
   return report;

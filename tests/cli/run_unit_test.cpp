@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "memscope/errors.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_helpers.hpp"
 #include "run/run_record.hpp"
@@ -74,7 +75,7 @@ TEST(RunRecordJson, RoundTripsEveryField) {
 std::string error_of(const nlohmann::json& json) {
   try {
     (void)run_record_from_json(json, "run.json");
-  } catch (const InputFailure& e) {
+  } catch (const ReportFormatError& e) {
     return e.what();
   }
   return "";

@@ -20,6 +20,7 @@
 #include "memscope/metrics.hpp"
 #include "memscope/report_html.hpp"
 #include "memscope/report_json.hpp"
+#include "memscope/report_text.hpp"
 #include "replay/replay_output.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
@@ -54,13 +55,12 @@ void exercise(const std::string& path) {
       (void)memscope::report::json_text(run_record_to_json(record), 1);
       break;
     }
-    case InputKind::replay:
-      (void)replay_json_text(file.json, "fuzz");
-      if (file.json.contains("report")) {
-        (void)memscope::report::render_html(
-            memscope::report::report_from_json(file.json["report"], "fuzz"));
-      }
+    case InputKind::replay: {
+      const memscope::report::Report report = saved_replay_report(file.json, "fuzz");
+      (void)memscope::report::render_text(report);
+      (void)memscope::report::render_html(report);
       break;
+    }
     case InputKind::metrics: {
       const memscope::Metrics metrics = memscope::load_metrics(path);
       (void)memscope::report::render_html(report_of_metrics(metrics, "fuzz"));

@@ -21,7 +21,7 @@
 // it and links nothing of it.
 //
 // Thread safety: pure. Errors: report_from_json() throws ReportFormatError naming `source` and
-// the field's path; json_text() none (std::bad_alloc aside); parse_json_text throws
+// the field's path (json_reader.hpp); json_text() none (std::bad_alloc aside); parse_json_text throws
 // what nlohmann::json::parse() throws (parse_error, and out_of_range for a number too big for a
 // double, such as 1e999: catch nlohmann::json::exception), or returns a discarded value when
 // `allow_exceptions` is false.
@@ -32,6 +32,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "memscope/json_reader.hpp"
 #include "memscope/report.hpp"
 
 namespace memscope::report {
@@ -45,5 +46,8 @@ namespace memscope::report {
 // The segment map's part of it (the HTML page carries the same object).
 [[nodiscard]] nlohmann::json segment_map_to_json(const SegmentMap& map);
 [[nodiscard]] Report report_from_json(const nlohmann::json& json, const std::string& source);
+// The report at `object`, a part of a larger file (a replay result's "report"): errors name the
+// file and kind of `object`'s source and the field's full path ("report.tables[0].title").
+[[nodiscard]] Report report_from_json(const JsonObject& object);
 
 }  // namespace memscope::report

@@ -5,6 +5,10 @@
 // Cells are already formatted (format_bytes...); widths count UTF-8 code points, so "—" and
 // "µs" line up. A table's title and note are the caller's to print: only the grid is rendered.
 //
+// render_text(Report) is the terminal's form of a whole Report: its title and subtitle, the
+// summary as aligned key/value lines, each table under its title with its note, then the notes;
+// the series, bands, peak marker and segment map are the page's alone.
+//
 // TextTable builds a Table row by row for the subcommands that print tables.
 //
 // Thread safety: plain values and pure functions. Errors: render_text() with a row whose
@@ -28,6 +32,9 @@ struct TextOptions {
 
 // Every line ended by '\n'. A column missing from `table.numeric` is text.
 [[nodiscard]] std::string render_text(const Table& table, const TextOptions& options = {});
+
+// Lines of text, every one ended by '\n', blank lines between the parts.
+[[nodiscard]] std::string render_text(const Report& report);
 
 class TextTable {
  public:

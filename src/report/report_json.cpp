@@ -153,7 +153,11 @@ nlohmann::json report_to_json(const Report& report) {
 
 Report report_from_json(const nlohmann::json& json, const std::string& source) {
   const JsonSource file(source, "a memscope report");
-  const JsonObject r(file, json, "");
+  return report_from_json(JsonObject(file, json, ""));
+}
+
+Report report_from_json(const JsonObject& r) {
+  const nlohmann::json& json = r.json();
   if (json.value("format", nlohmann::json()) != "memscope-report") {  // any type: no throw
     r.fail("format", "must be \"memscope-report\"");
   }
@@ -167,9 +171,9 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
   report.subtitle = r.text("subtitle");
   const nlohmann::json& summary = r.array("summary");
   for (std::size_t i = 0; i < summary.size(); ++i) {
-    const std::string path = json_element_path("summary", i);
-    const std::vector<std::string> pair = file.texts(summary[i], path);
-    if (pair.size() != 2) file.fail(path, "must be a [key, value] pair of strings");
+    const std::string path = json_element_path(r.path_of("summary"), i);
+    const std::vector<std::string> pair = r.source().texts(summary[i], path);
+    if (pair.size() != 2) r.source().fail(path, "must be a [key, value] pair of strings");
     report.summary.emplace_back(pair[0], pair[1]);
   }
   report.x_label = r.text("x_label");

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "cli.hpp"
 #include "commands.hpp"
@@ -15,7 +16,7 @@
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
 #include "memscope/report_html.hpp"
-#include "memscope/report_json.hpp"
+#include "memscope/report_text.hpp"
 #include "progress.hpp"
 #include "replay/replay_output.hpp"
 #include "replay/replay_session.hpp"
@@ -68,15 +69,10 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
       break;
     }
     case InputKind::replay: {
-      out.text = replay_json_text(file.json, source);
-      if (html) {
-        if (!file.json.contains("report")) {
-          throw InputFailure(source +
-                             ": report is missing, so there is no page to render; "
-                             "write the file again with memscope replay --json");
-        }
-        out.report = report::report_from_json(file.json["report"], source);
-      }
+      // What `memscope replay` printed: the text of the Report the file carries.
+      report::Report report = saved_replay_report(file.json, source);
+      out.text = report::render_text(report);
+      if (html) out.report = std::move(report);
       break;
     }
     case InputKind::trace: {
@@ -86,8 +82,9 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
       request.series = html;
       request.progress_prefix = "memscope report: ";
       const ReplayOutcome outcome = run_replay(request, progress);
-      out.text = replay_text(outcome);
-      if (html) out.report = replay_report(outcome);
+      report::Report report = replay_report(outcome);
+      out.text = report::render_text(report);
+      if (html) out.report = std::move(report);
       break;
     }
     case InputKind::unknown:

@@ -85,6 +85,11 @@ std::string moment_label(const ReplayMoment& m, const Clock& clock) {
   return out;
 }
 
+// "12.97 GiB at event 1,402 at 0.138 s": a peak and when it was reached.
+std::string at_moment(const std::string& value, const ReplayMoment& m, const Clock& clock) {
+  return m.happened() ? value + " (" + moment_label(m, clock) + ")" : value;
+}
+
 // One table of what was live at a moment, by site.
 report::Table sites_table(const std::string& title, const ReplayMoment& m,
                           const LiveBreakdown& live, const Clock& clock) {
@@ -226,14 +231,25 @@ report::Report report_of_replay(const ReplayReportInput& input) {
   report.x_label = clock.has_time ? "time since the trace's first event (s)"
                                   : "event (the trace records no times)";
   report.summary = {
-      {"peak reserved", format_bytes(result.peak_reserved)},
-      {"peak live (requested)", format_bytes(result.peak_requested)},
+      {"peak reserved", at_moment(format_bytes(result.peak_reserved), result.peak, clock)},
+      {"peak live (requested)",
+       at_moment(format_bytes(result.peak_requested), result.peak_live, clock)},
       {"reserved / peak live", percent_ratio(result.reserved_over_peak_live)},
       {"segments (peak)", std::to_string(result.peak_segments)},
       {"device mallocs", std::to_string(result.num_device_alloc)},
+      {"device frees", std::to_string(result.num_device_free)},
+      {"allocation retries", std::to_string(result.num_alloc_retries)},
       {"out-of-memory errors", std::to_string(result.num_ooms)},
       {"allocations and frees", format_count(plan.traced_ops)},
   };
+  if (result.num_ooms > 0 && result.first_oom.happened()) {
+    report.summary.emplace_back(
+        "first out of memory",
+        fmt::format("{}: {} requested with {} reserved and {} live",
+                    moment_label(result.first_oom, clock), format_size(result.first_oom.request),
+                    format_bytes(result.first_oom.reserved_bytes),
+                    format_bytes(result.first_oom.live_bytes)));
+  }
   if (plan.starting_blocks() != 0) {
     report.summary.emplace_back("blocks live when recording began",
                                 format_count(plan.starting_blocks()));
@@ -294,17 +310,19 @@ report::Report report_of_replay(const ReplayReportInput& input) {
   }
 
   if (input.comparison != nullptr && !input.comparison->rows.empty()) {
-    report::Table t{
-        "Settings side by side",
-        {"settings", "peak reserved", "peak live", "reserved / peak live", "smallest device"},
-        {false, true, true, true, true},
-        {},
-        "each row is its own replay of the same trace"};
+    report::Table t{"Settings side by side",
+                    {"settings", "peak reserved", "peak live", "reserved / peak live", "segments",
+                     "retries", "OOMs", "smallest device"},
+                    {false, true, true, true, true, true, true, true},
+                    {},
+                    "each row is its own replay of the same trace"};
     for (const ComparisonRow& row : input.comparison->rows) {
-      t.rows.push_back({row.replay.config.empty() ? "(defaults)" : row.replay.config,
-                        format_bytes(row.replay.peak_reserved),
-                        format_bytes(row.replay.peak_requested),
-                        percent_ratio(row.replay.reserved_over_peak_live), fit_text(row.fit)});
+      const ReplayResult& r = row.replay;
+      t.rows.push_back({r.config.empty() ? "(defaults)" : r.config, format_bytes(r.peak_reserved),
+                        format_bytes(r.peak_requested), percent_ratio(r.reserved_over_peak_live),
+                        format_count(static_cast<std::uint64_t>(r.peak_segments)),
+                        format_count(static_cast<std::uint64_t>(r.num_alloc_retries)),
+                        format_count(static_cast<std::uint64_t>(r.num_ooms)), fit_text(row.fit)});
     }
     report.tables.push_back(std::move(t));
   }

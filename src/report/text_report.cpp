@@ -1,0 +1,28 @@
+// A whole Report as text (report_text.hpp): the terminal's rendering of the value the page
+// shows, so `memscope replay X` and `memscope report X.json` print the same lines.
+#include <string>
+
+#include "memscope/report.hpp"
+#include "memscope/report_text.hpp"
+
+namespace memscope::report {
+
+std::string render_text(const Report& report) {
+  std::string out;
+  if (!report.title.empty()) out += report.title + "\n";
+  if (!report.subtitle.empty()) out += report.subtitle + "\n";
+  if (!report.summary.empty()) {
+    Table summary{"", {"", ""}, {false, false}, {}, ""};
+    for (const auto& [key, value] : report.summary) summary.rows.push_back({key, value});
+    out += "\n" + render_text(summary, {.indent = 2, .header = false});
+  }
+  for (const Table& table : report.tables) {
+    out += "\n" + table.title + ":\n" + render_text(table, {.indent = 2});
+    if (!table.note.empty()) out += "  (" + table.note + ")\n";
+  }
+  if (!report.notes.empty()) out += "\n";
+  for (const std::string& note : report.notes) out += note + "\n";
+  return out;
+}
+
+}  // namespace memscope::report

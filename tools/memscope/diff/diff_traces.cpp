@@ -47,20 +47,10 @@ std::vector<StackBytes> live_stacks(const ReplayPlan& plan, std::size_t last) {
       live[key] = i;
     }
   }
-  std::unordered_map<std::uint64_t, StackBytes> by_stack;  // by stack and origin
-  for (const auto& [key, i] : live) {
-    const ReplayOp& op = plan.ops[i];
-    const SiteOrigin origin = origin_of(plan, i);
-    StackBytes& s = by_stack[(std::uint64_t{op.stack} << 2U) | static_cast<std::uint64_t>(origin)];
-    s.stack = op.stack;
-    s.origin = origin;
-    s.bytes += op.size;
-    ++s.count;
-  }
-  std::vector<StackBytes> out;
-  out.reserve(by_stack.size());
-  for (const auto& [stack, bytes] : by_stack) out.push_back(bytes);
-  return out;
+  std::vector<std::size_t> allocations;
+  allocations.reserve(live.size());
+  for (const auto& [key, i] : live) allocations.push_back(i);
+  return live_by_stack(plan, allocations).stacks;
 }
 
 std::map<std::string, std::size_t> by_site(const TorchSnapshot& snapshot, const ReplayPlan& plan,

@@ -2,7 +2,7 @@
 // is in report_replay.cpp and the Report's JSON in report_json.cpp.
 #include "report/report_builders.hpp"
 #include "run/run_helpers.hpp"
-#include "run/run_ranks.hpp"
+#include "memscope/run_ranks.hpp"
 #include "run/run_summary.hpp"
 
 #include <algorithm>

@@ -21,9 +21,9 @@
 // it and links nothing of it.
 //
 // Thread safety: pure. Errors: report_from_json() throws ReportFormatError naming `source` and
-// the field's path (json_reader.hpp); json_text() none (std::bad_alloc aside); parse_json_text throws
-// what nlohmann::json::parse() throws (parse_error, and out_of_range for a number too big for a
-// double, such as 1e999: catch nlohmann::json::exception), or returns a discarded value when
+// the field's path (json_reader.hpp); json_text() none (std::bad_alloc aside); parse_json_text
+// throws what nlohmann::json::parse() throws (parse_error, and out_of_range for a number too big
+// for a double, such as 1e999: catch nlohmann::json::exception), or returns a discarded value when
 // `allow_exceptions` is false.
 #pragma once
 

@@ -180,16 +180,17 @@ Report report_from_json(const JsonObject& r) {
   if (json.contains("y_label")) report.y_label = r.text("y_label");
   for (const JsonObject& s : r.objects("series")) report.series.push_back(read_series(s));
   for (const JsonObject& b : r.objects("bands")) {
-    report.bands.push_back({b.text("label"), b.number_or_nan("begin"), b.number_or_nan("end"),
-                            b.text("detail")});
+    report.bands.push_back(
+        {b.text("label"), b.number_or_nan("begin"), b.number_or_nan("end"), b.text("detail")});
   }
   // Both are present, null when the report has none.
   if (!r.at("peak").is_null()) {
     const JsonObject peak = r.object("peak");
-    report.peak = Marker{peak.text("series"), peak.number_or_nan("t"),
-                         peak.number_or_nan("bytes"), peak.text("label")};
+    report.peak = Marker{peak.text("series"), peak.number_or_nan("t"), peak.number_or_nan("bytes"),
+                         peak.text("label")};
   }
-  if (!r.at("segment_map").is_null()) report.segment_map = read_segment_map(r.object("segment_map"));
+  if (!r.at("segment_map").is_null())
+    report.segment_map = read_segment_map(r.object("segment_map"));
   for (const JsonObject& t : r.objects("tables")) report.tables.push_back(read_table(t));
   report.notes = r.texts("notes");
   return report;

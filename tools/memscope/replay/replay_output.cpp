@@ -120,8 +120,8 @@ void decimate_for_storing(report::Report& report) {
   for (report::Series& s : report.series) {
     report::DecimatedSeries d = report::decimate(s.t, s.bytes, kStoredPointsPerSeries);
     if (!d.decimated()) continue;
-    report.notes.push_back(fmt::format("{}: decimated from {} points to {}.", s.name,
-                                       d.original_points, d.t.size()));
+    report.notes.push_back(
+        fmt::format("{}: decimated from {} points to {}.", s.name, d.original_points, d.t.size()));
     s.t = std::move(d.t);
     s.bytes = std::move(d.values);
   }

@@ -1,8 +1,8 @@
 // Reports of a `memscope run` recording and of saved metrics (report_builders.hpp); the replay's
 // is in report_replay.cpp and the Report's JSON in report_json.cpp.
 #include "report/report_builders.hpp"
-#include "run/run_helpers.hpp"
 #include "memscope/run_ranks.hpp"
+#include "run/run_helpers.hpp"
 #include "run/run_summary.hpp"
 
 #include <algorithm>

@@ -27,7 +27,7 @@ using Json = nlohmann::json;
 constexpr int kReplayFormatVersion = 2;
 
 std::string settings_name(const std::string& config) {
-  return config.empty() ? std::string("default") : config;
+  return config.empty() ? std::string("(defaults)") : config;  // as the report's tables name it
 }
 
 // Seconds from the trace's first event, or null when the trace records no times.

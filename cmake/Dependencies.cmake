@@ -85,9 +85,9 @@ if(fmt_fetched AND TARGET fmt)
   set_target_properties(fmt PROPERTIES EXCLUDE_FROM_ALL ON)
 endif()
 
-# Chart.js, compiled into the memscope command's HTML reports so they open with no network:
+# Chart.js, compiled into the library's HTML reports (src/report/) so they open with no network:
 # Debian's libjs-chart.js, else the pinned release file, downloaded into the build folder.
-if(MEMSCOPE_BUILD_TOOLS AND NOT MEMSCOPE_CHART_JS)
+if(NOT MEMSCOPE_CHART_JS)
   if(NOT FETCHCONTENT_TRY_FIND_PACKAGE_MODE STREQUAL "NEVER")
     find_file(MEMSCOPE_CHART_JS_SYSTEM chart.min.js PATHS /usr/share/javascript/chart.js
               NO_DEFAULT_PATH)
@@ -108,8 +108,7 @@ if(MEMSCOPE_BUILD_TOOLS AND NOT MEMSCOPE_CHART_JS)
                 "Chart.js: the system has none (Debian's libjs-chart.js) and downloading "
                 "${MEMSCOPE_CHART_JS_URL} failed (${why}). Install libjs-chart.js, set "
                 "MEMSCOPE_CHART_JS to a chart.min.js 3.x, or MEMSCOPE_CHART_JS_URL (and "
-                "MEMSCOPE_CHART_JS_SHA256) to a copy you can reach, or configure with "
-                "-DMEMSCOPE_BUILD_TOOLS=OFF to build without the memscope command.")
+                "MEMSCOPE_CHART_JS_SHA256) to a copy you can reach.")
       endif()
       file(RENAME ${chart_js}.part ${chart_js})
     endif()

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli.hpp"
@@ -17,9 +18,10 @@
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
+#include "memscope/report_html.hpp"
+#include "memscope/report_json.hpp"
+#include "memscope/report_text.hpp"
 #include "replay/replay_output.hpp"
-#include "report/html_report.hpp"
-#include "report/json_text.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
 #include "run/run_summary.hpp"
@@ -48,21 +50,21 @@ void exercise(const std::string& path) {
     case InputKind::run: {
       const RunRecord record = run_record_from_json(file.json, "fuzz");
       (void)format_run_summary(record);
-      (void)render_html(report_of_run(record));
-      (void)json_text(diff_runs(record, record, names).json, 1);
-      (void)json_text(run_record_to_json(record), 1);
+      (void)memscope::report::render_html(report_of_run(record));
+      (void)memscope::report::json_text(diff_runs(record, record, names).json, 1);
+      (void)memscope::report::json_text(run_record_to_json(record), 1);
       break;
     }
-    case InputKind::replay:
-      (void)replay_json_text(file.json, "fuzz");
-      if (file.json.contains("report")) {
-        (void)render_html(report_from_json(file.json["report"], "fuzz"));
-      }
+    case InputKind::replay: {
+      const memscope::report::Report report = saved_replay_report(file.json, "fuzz");
+      (void)memscope::report::render_text(report);
+      (void)memscope::report::render_html(report);
       break;
+    }
     case InputKind::metrics: {
       const memscope::Metrics metrics = memscope::load_metrics(path);
-      (void)render_html(report_of_metrics(metrics, "fuzz"));
-      (void)json_text(diff_metrics(metrics, metrics, names).json, 1);
+      (void)memscope::report::render_html(report_of_metrics(metrics, "fuzz"));
+      (void)memscope::report::json_text(diff_metrics(metrics, metrics, names).json, 1);
       break;
     }
     case InputKind::trace:  // fuzz_pickle, fuzz_snapshot_json and fuzz_rmm_log cover these

@@ -78,6 +78,20 @@ class TraceFormatError : public Error {
   using Error::Error;
 };
 
+// A saved report or result file (JSON: a Report, a run recording, a replay) is malformed: the
+// message names the file and the field ("series[2].t") and says what it must be.
+class ReportFormatError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A report could not be written (write_html: the folder is missing or not writable); the
+// message names the file.
+class ReportWriteError : public Error {
+ public:
+  using Error::Error;
+};
+
 // The allocator's own bookkeeping is inconsistent (a bug in memscope, or memory corrupted by
 // the program): thrown by CachingAllocator::validate(). invariant() names the broken rule
 // ("tiling", "free-bins", "pointer-map", "statistics"...); the message also names the block or

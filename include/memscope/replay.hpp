@@ -165,6 +165,12 @@ struct LiveBreakdown {
   std::vector<ReplaySite> top_sites;
 };
 
+// What the allocation ops `allocations` (indices into plan.ops, each once) hold, by the stack
+// that allocated them and its origin (origin_of()): totals, and stacks largest first (ties:
+// smaller stack id, then origin); top_sites empty (explain_with_trace() fills it).
+[[nodiscard]] LiveBreakdown live_by_stack(const ReplayPlan& plan,
+                                          const std::vector<std::size_t>& allocations);
+
 struct ReplayResult {
   std::int64_t device = 0;
   std::string config;          // the settings replayed (AllocatorConfig text)

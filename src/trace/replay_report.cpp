@@ -2,13 +2,17 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/text.hpp"
 #include "memscope/config.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/report.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/trace.hpp"
 
 namespace memscope {
@@ -42,28 +46,15 @@ std::string moment_text(const ReplayMoment& m, std::int64_t trace_start_us) {
   return out;
 }
 
-// Rows of cells printed with each column as wide as its widest cell. `align` has one letter per
-// column, 'l' or 'r'; text reads best left, numbers right.
-std::string aligned(const std::vector<std::vector<std::string>>& rows, const std::string& indent,
+// Rows with no titles through the one table renderer (report_text.hpp). `align` has one letter
+// per column, 'l' or 'r'; text reads best left, numbers right.
+std::string aligned(std::vector<std::vector<std::string>> rows, std::size_t indent,
                     std::string_view align) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows) {
-    width.resize(std::max(width.size(), row.size()), 0);
-    for (std::size_t c = 0; c < row.size(); ++c) width[c] = std::max(width[c], row[c].size());
-  }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line = indent;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      const bool left = c < align.size() && align[c] == 'l';
-      if (c > 0) line += "  ";
-      line +=
-          left ? fmt::format("{:<{}}", row[c], width[c]) : fmt::format("{:>{}}", row[c], width[c]);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
+  report::Table table;
+  table.columns.assign(align.size(), "");
+  for (const char a : align) table.numeric.push_back(a != 'l');
+  table.rows = std::move(rows);
+  return report::render_text(table, {.indent = indent, .header = false});
 }
 
 // Whether the replayed settings turned expandable segments on (they parsed when replayed).
@@ -92,7 +83,7 @@ std::string live_text(std::string_view label, const ReplayMoment& m, const LiveB
     sites.push_back({s.where(), format_size(s.bytes), fmt::format("{:.1f}%", share),
                      group_digits(s.count) + (s.count == 1 ? " alloc" : " allocs")});
   }
-  return out + aligned(sites, "  ", "lrrr");
+  return out + aligned(std::move(sites), 2, "lrrr");
 }
 
 }  // namespace
@@ -140,7 +131,7 @@ std::string ReplayResult::explain() const {
                      moment_text(first_oom, trace_start_us), format_size(first_oom.request),
                      format_bytes(first_oom.reserved_bytes))});
   }
-  out += aligned(rows, "  ", "lrl");
+  out += aligned(std::move(rows), 2, "lrl");
   const bool same = peak_live.op == peak.op;
   if (peak_live.happened()) {
     out += live_text(same && peak.happened() ? "at peak live and peak reserved" : "at peak live",
@@ -170,11 +161,13 @@ std::string FitResult::explain() const {
 std::string Comparison::table() const {
   const bool with_fit = std::any_of(rows.begin(), rows.end(),
                                     [](const ComparisonRow& r) { return r.fit.has_value(); });
-  std::vector<std::vector<std::string>> cells;
+  report::Table table;
   std::vector<std::string> head = {"settings", "peak reserved", "peak live", "reserved/live",
                                    "segments", "retries",       "OOMs"};
   if (with_fit) head.emplace_back("fits on");
-  cells.push_back(head);
+  table.columns = std::move(head);
+  table.numeric.assign(table.columns.size(), true);
+  table.numeric[0] = false;  // the settings
   for (const ComparisonRow& row : rows) {
     const ReplayResult& r = row.replay;
     std::vector<std::string> line = {settings_name(r.config),
@@ -187,9 +180,9 @@ std::string Comparison::table() const {
     if (with_fit) {
       line.push_back(!row.fit ? "-" : row.fit->fits ? format_size(row.fit->capacity) : "never");
     }
-    cells.push_back(std::move(line));
+    table.rows.push_back(std::move(line));
   }
-  return aligned(cells, "", "lrrrrrrr");
+  return report::render_text(table, {.rule = false});
 }
 
 }  // namespace memscope

@@ -124,28 +124,13 @@ void locate(const ReplayPlan& plan, ReplayMoment& m) {
 // What was live after op `end - 1`, by stack and origin, given which slots were freed by then.
 LiveBreakdown live_after(const ReplayPlan& plan, const LoopState& state,
                          const std::vector<std::uint8_t>& freed, std::size_t end) {
-  std::unordered_map<std::uint64_t, StackBytes> by_stack;
+  std::vector<std::size_t> live;
   for (std::size_t i = 0; i < end; ++i) {
     const ReplayOp& op = plan.ops[i];
     if (op.is_free || freed[op.slot] != 0 || state.pointers[op.slot] == nullptr) continue;
-    const SiteOrigin origin = origin_of(plan, i);
-    StackBytes& s = by_stack[(std::uint64_t{op.stack} << 2U) | static_cast<std::uint64_t>(origin)];
-    s.stack = op.stack;
-    s.origin = origin;
-    s.bytes += op.size;
-    ++s.count;
+    live.push_back(i);
   }
-  LiveBreakdown out;
-  for (auto& [key, s] : by_stack) {
-    out.bytes += s.bytes;
-    out.count += s.count;
-    out.stacks.push_back(s);
-  }
-  std::sort(out.stacks.begin(), out.stacks.end(), [](const StackBytes& a, const StackBytes& b) {
-    if (a.bytes != b.bytes) return a.bytes > b.bytes;
-    return a.stack != b.stack ? a.stack < b.stack : a.origin < b.origin;
-  });
-  return out;
+  return live_by_stack(plan, live);
 }
 
 // One pass over the plan: what was live after the peak-live op and the reserved-peak op (by

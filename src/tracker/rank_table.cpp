@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "memscope/rank_table.hpp"
+#include "memscope/report.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope {
@@ -100,24 +102,15 @@ std::string ranks_text(const std::vector<int>& ranks) {
 }  // namespace
 
 std::string RankTable::format() const {
-  std::vector<std::array<std::string, 7>> rows{
-      {"key", "min", "max", "argmax", "mean", "sum", "missing"}};
+  report::Table table;
+  table.columns = {"key", "min", "max", "argmax", "mean", "sum", "missing"};
+  table.numeric = {false, true, true, true, true, true, true};
   for (const auto& [key, r] : reductions) {
-    rows.push_back({key, cell(key, r.min), cell(key, r.max), std::to_string(r.argmax),
-                    cell(key, r.mean), cell(key, r.sum), ranks_text(r.missing)});
+    table.rows.push_back({key, cell(key, r.min), cell(key, r.max), std::to_string(r.argmax),
+                          cell(key, r.mean), cell(key, r.sum), ranks_text(r.missing)});
   }
-  std::array<std::size_t, 7> width{};
-  for (const auto& row : rows) {
-    for (std::size_t i = 0; i < row.size(); ++i) width[i] = std::max(width[i], row[i].size());
-  }
-  std::string out =
-      fmt::format("memscope: {} metrics over {} ranks\n", reductions.size(), world_size);
-  for (const auto& row : rows) {
-    out += fmt::format("{:<{}}", row[0], width[0]);
-    for (std::size_t i = 1; i < row.size(); ++i) out += fmt::format("  {:>{}}", row[i], width[i]);
-    out += '\n';
-  }
-  return out;
+  return fmt::format("memscope: {} metrics over {} ranks\n", reductions.size(), world_size) +
+         report::render_text(table, {.rule = false});
 }
 
 std::string RankTable::to_json() const {

@@ -18,30 +18,31 @@
 
 #include <nlohmann/json.hpp>
 
-#include "report/html_report.hpp"
+#include "memscope/report.hpp"
+#include "memscope/report_html.hpp"
+#include "memscope/report_json.hpp"
 #include "report/report_builders.hpp"
-#include "report/report_model.hpp"
 
 namespace {
 
-using memscope::cli::Band;
-using memscope::cli::Marker;
-using memscope::cli::Report;
-using memscope::cli::SegmentMap;
-using memscope::cli::Series;
-using memscope::cli::Table;
+using memscope::report::Band;
+using memscope::report::Marker;
+using memscope::report::Report;
+using memscope::report::SegmentMap;
+using memscope::report::Series;
+using memscope::report::Table;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
 Report run_like() {
-  Report r;
+  memscope::report::Report r;
   r.title = "memscope run: python3 train.py";
   r.subtitle = "python3 train.py --epochs 2";
   r.summary = {{"exit code", "0"}, {"duration", "10.0 s"}, {"peak tree RSS", "900 MiB"}};
-  Series tree{"tree RSS (sampled)", {}, {}, true, false};
-  Series a{"pid 100 RSS", {}, {}, true, false};
-  Series b{"pid 101 RSS", {}, {}, true, false};
-  Series gpu{"GPU used (device 0)", {}, {}, true, false};
+  memscope::report::Series tree{"tree RSS (sampled)", {}, {}, true, false};
+  memscope::report::Series a{"pid 100 RSS", {}, {}, true, false};
+  memscope::report::Series b{"pid 101 RSS", {}, {}, true, false};
+  memscope::report::Series gpu{"GPU used (device 0)", {}, {}, true, false};
   for (int i = 0; i <= 100; ++i) {  // every 100 ms for 10 s
     const double t = i * 0.1;
     // pid 100 rises to 600 MiB at t = 6.0 and falls; pid 101 lives from 2 s to 8 s.
@@ -62,8 +63,9 @@ Report run_like() {
   r.bands = {{"load", 0.0, 2.0, "pid 100, 2.0 s"},
              {"train", 2.0, 8.0, "pid 100, 6.0 s, peak 900 MiB"},
              {"eval", 8.0, 10.0, "pid 100, 2.0 s"}};
-  r.peak = Marker{"tree RSS (sampled)", 6.0, 900.0 * kMiB, "peak 900 MiB at 6.000 s (stage train)"};
-  r.tables.push_back(Table{
+  r.peak = memscope::report::Marker{"tree RSS (sampled)", 6.0, 900.0 * kMiB,
+                                    "peak 900 MiB at 6.000 s (stage train)"};
+  r.tables.push_back(memscope::report::Table{
       "Processes",
       {"pid", "command", "peak RSS", "lifetime"},
       {true, false, true, true},
@@ -76,10 +78,10 @@ Report run_like() {
 }
 
 Report replay_like() {
-  Report r;
+  memscope::report::Report r;
   r.title = "memscope replay: trace.pickle";
-  Series allocated{"allocated", {}, {}, false, true};
-  Series reserved{"reserved", {}, {}, false, true};
+  memscope::report::Series allocated{"allocated", {}, {}, false, true};
+  memscope::report::Series reserved{"reserved", {}, {}, false, true};
   for (int i = 0; i < 50; ++i) {
     const double t = i * 0.02;
     allocated.t.push_back(t);
@@ -88,15 +90,16 @@ Report replay_like() {
     reserved.bytes.push_back((i < 30 ? i + 2 : 32) * 2.0 * kMiB);
   }
   // Live bytes run just under allocated ones: drawn dashed, on top.
-  Series live{"live (requested)", allocated.t, allocated.bytes, false, true};
+  memscope::report::Series live{"live (requested)", allocated.t, allocated.bytes, false, true};
   live.dashed = true;
   r.series = {allocated, reserved, live};
-  r.peak = Marker{"reserved", 0.6, 64.0 * kMiB, "peak reserved 64 MiB at 0.600 s (stage backward)"};
+  r.peak = memscope::report::Marker{"reserved", 0.6, 64.0 * kMiB,
+                                    "peak reserved 64 MiB at 0.600 s (stage backward)"};
   r.bands = {{"forward", 0.0, 0.5, ""}, {"backward", 0.5, 0.98, ""}};
-  SegmentMap map;
+  memscope::report::SegmentMap map;
   map.title = "Segments at the peak (event 29, 0.580 s)";
   for (std::uint64_t s = 0; s < 3; ++s) {
-    SegmentMap::Segment seg;
+    memscope::report::SegmentMap::Segment seg;
     seg.address = 0x7f0000000000ULL + s * (std::uint64_t{1} << 30);
     seg.size = (20 + s * 2) << 20;
     seg.label = "stream 0, large pool";
@@ -127,18 +130,18 @@ Report replay_like() {
                              {first, (20ULL << 20) - first, "active_allocated", "b"}}});
   }
   r.segment_map = map;
-  r.tables.push_back(Table{"Largest live allocations at the peak, by frame",
-                           {"where", "bytes", "count"},
-                           {false, true, true},
-                           {{"model.py:12 forward", "40.0 MiB", "10"}},
-                           ""});
+  r.tables.push_back(memscope::report::Table{"Largest live allocations at the peak, by frame",
+                                             {"where", "bytes", "count"},
+                                             {false, true, true},
+                                             {{"model.py:12 forward", "40.0 MiB", "10"}},
+                                             ""});
   return r;
 }
 
 Report million() {
-  Report r;
+  memscope::report::Report r;
   r.title = "one million points";
-  Series s{"allocated", {}, {}, false, false};
+  memscope::report::Series s{"allocated", {}, {}, false, false};
   constexpr std::size_t kPoints = 1'000'000;
   constexpr std::size_t kPeak = 654'321;
   s.t.reserve(kPoints);
@@ -151,23 +154,24 @@ Report million() {
     s.bytes.push_back(i == kPeak ? 1536.0 * kMiB : 256.0 * kMiB + saw + noise);
   }
   r.series = {s};
-  r.peak = Marker{"allocated", static_cast<double>(kPeak) * 0.001, 1536.0 * kMiB, "peak 1.5 GiB"};
+  r.peak = memscope::report::Marker{"allocated", static_cast<double>(kPeak) * 0.001, 1536.0 * kMiB,
+                                    "peak 1.5 GiB"};
   return r;
 }
 
 Report empty() {
-  Report r;
+  memscope::report::Report r;
   r.title = "saved metrics";
   r.summary = {{"stages", "2"}};
-  r.tables.push_back(Table{
+  r.tables.push_back(memscope::report::Table{
       "train", {"metric", "value"}, {false, true}, {{"train_mem_cpu_alloc_delta", "12 MiB"}}, ""});
-  r.tables.push_back(Table{"eval", {"metric", "value"}, {false, true}, {}, ""});
+  r.tables.push_back(memscope::report::Table{"eval", {"metric", "value"}, {false, true}, {}, ""});
   return r;
 }
 
 Report hostile() {
   const std::string evil = "</script><b>bold</b><!-- \"quoted\" 'single' & \xff\xfe end";
-  Report r = run_like();
+  memscope::report::Report r = run_like();
   r.title = "title " + evil;
   r.subtitle = evil;
   r.summary.emplace_back("key " + evil, "value " + evil);
@@ -178,7 +182,7 @@ Report hostile() {
   r.tables[0].title = evil;
   r.tables[0].rows[0][1] = evil;
   r.notes.push_back(evil);
-  SegmentMap map;
+  memscope::report::SegmentMap map;
   map.title = evil;
   map.segments.push_back({0, 1 << 20, evil, {{0, 1 << 20, "active_allocated", evil}}});
   r.segment_map = map;
@@ -195,15 +199,15 @@ int main(int argc, char** argv) {
   try {
     const std::filesystem::path out = argv[1];
     std::filesystem::create_directories(out);
-    memscope::cli::write_html(run_like(), out / "run.html");
-    memscope::cli::write_html(replay_like(), out / "replay.html");
-    memscope::cli::write_html(million(), out / "million.html");
-    memscope::cli::write_html(empty(), out / "empty.html");
-    memscope::cli::write_html(hostile(), out / "hostile.html");
-    const nlohmann::json json = memscope::cli::report_to_json(run_like());
+    memscope::report::write_html(run_like(), out / "run.html");
+    memscope::report::write_html(replay_like(), out / "replay.html");
+    memscope::report::write_html(million(), out / "million.html");
+    memscope::report::write_html(empty(), out / "empty.html");
+    memscope::report::write_html(hostile(), out / "hostile.html");
+    const nlohmann::json json = memscope::report::report_to_json(run_like());
     std::ofstream(out / "report.json") << json.dump(1);
-    memscope::cli::write_html(memscope::cli::report_from_json(json, "report.json"),
-                              out / "roundtrip.html");
+    memscope::report::write_html(memscope::report::report_from_json(json, "report.json"),
+                                 out / "roundtrip.html");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "memscope_html_fixture: %s\n", e.what());
     return 1;

@@ -8,8 +8,9 @@
 #include <gtest/gtest.h>
 
 #include "cli.hpp"
+#include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
-#include "report/html_report.hpp"
+#include "memscope/report_html.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
 
@@ -54,7 +55,7 @@ RunRecord record_with(int processes) {
 }
 
 TEST(ReportOfRun, SeriesBandsPeakAndTables) {
-  const Report report = report_of_run(record_with(3));
+  const report::Report report = report_of_run(record_with(3));
   ASSERT_EQ(report.series.size(), 4U);  // tree + 3 processes, no GPU
   EXPECT_EQ(report.series[0].name, "tree RSS (sampled)");
   EXPECT_TRUE(report.series[0].sampled);
@@ -69,7 +70,7 @@ TEST(ReportOfRun, SeriesBandsPeakAndTables) {
   EXPECT_NE(report.bands[0].detail.find("never ended"), std::string::npos);
   ASSERT_EQ(report.tables.size(), 2U);
   EXPECT_EQ(report.tables[0].rows.size(), 3U);
-  EXPECT_EQ(report.tables[1].rows[0][3], "never ended");
+  EXPECT_EQ(report.tables[1].rows[0][3], "not ended");  // the terminal's words (issue 28)
   EXPECT_NE(report.tables[1].rows[0][5].find("cpu_peaked_delta 3.00 MiB"), std::string::npos);
   bool sampled_note = false;
   bool gpu_note = false;
@@ -83,7 +84,7 @@ TEST(ReportOfRun, SeriesBandsPeakAndTables) {
 }
 
 TEST(ReportOfRun, DrawsTheEightLargestProcessesAndSaysSo) {
-  const Report report = report_of_run(record_with(12));
+  const report::Report report = report_of_run(record_with(12));
   ASSERT_EQ(report.series.size(), 9U);  // tree + 8
   // The largest peaks are pids 104..111, drawn in order of appearance.
   EXPECT_EQ(report.series[1].name, "pid 104 RSS");
@@ -108,13 +109,13 @@ TEST(ReportOfRun, ManyStagesAreDecimatedOnThePage) {
     s.tree_rss_peak = (i == 123'456 ? 1000 : i % 97) * kMiB;  // one stage stands out
     r.stages.push_back(s);
   }
-  const Report report = report_of_run(r);
+  const report::Report report = report_of_run(r);
   EXPECT_EQ(report.bands.size(), 2000U);
-  const Table& stages = report.tables.back();
+  const report::Table& stages = report.tables.back();
   ASSERT_EQ(stages.title, "Stages");
   EXPECT_EQ(stages.rows.size(), 2000U);
   bool kept_the_highest = false;
-  for (const Band& b : report.bands)
+  for (const report::Band& b : report.bands)
     kept_the_highest |= b.detail.find("1000.00 MiB") != std::string::npos;
   EXPECT_TRUE(kept_the_highest);
   for (std::size_t i = 1; i < report.bands.size(); ++i) {
@@ -123,7 +124,7 @@ TEST(ReportOfRun, ManyStagesAreDecimatedOnThePage) {
   bool said = false;
   for (const std::string& n : report.notes) said |= n.find("200000 stages") != std::string::npos;
   EXPECT_TRUE(said);
-  EXPECT_LT(render_html(report).size(), std::size_t{4} << 20);
+  EXPECT_LT(report::render_html(report).size(), std::size_t{4} << 20);
 }
 
 TEST(ReportOfMetrics, OneTablePerStageAndNoChart) {
@@ -131,23 +132,23 @@ TEST(ReportOfMetrics, OneTablePerStageAndNoChart) {
                            {"train_runtime", 1.5},
                            {"eval_mem_gpu_alloc_delta", std::int64_t{0}},
                            {"before_init_mem_cpu", std::int64_t{kMiB}}};
-  const Report report = report_of_metrics(metrics, "train_results.json");
+  const report::Report report = report_of_metrics(metrics, "train_results.json");
   EXPECT_TRUE(report.series.empty());
   ASSERT_EQ(report.tables.size(), 3U);  // eval, init, train
   EXPECT_EQ(report.tables[0].title, "eval");
   EXPECT_EQ(report.tables[1].title, "init");
   EXPECT_EQ(report.tables[2].title, "train");
   EXPECT_EQ(report.tables[2].rows.size(), 2U);
-  const std::string page = render_html(report);
+  const std::string page = report::render_html(report);
   EXPECT_EQ(page.find("<canvas id=\"memscope-chart\""), std::string::npos);
 }
 
 TEST(RenderHtml, EscapesEveryName) {
-  Report report = report_of_run(record_with(1));
+  report::Report report = report_of_run(record_with(1));
   report.title = "</script><b>x</b>";
   report.series[0].name = "</script><b>y</b>";
   report.tables[0].rows[0][1] = "<img src=x onerror=alert(1)>";
-  const std::string page = render_html(report);
+  const std::string page = report::render_html(report);
   EXPECT_EQ(page.find("<b>x</b>"), std::string::npos);
   EXPECT_EQ(page.find("<b>y</b>"), std::string::npos);
   EXPECT_EQ(page.find("<img"), std::string::npos);
@@ -162,14 +163,14 @@ TEST(WriteHtml, WritesAtomicallyAndNamesTheFileOnError) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("memscope-html-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const Report report = report_of_run(record_with(1));
-  write_html(report, dir / "r.html");
+  const report::Report report = report_of_run(record_with(1));
+  report::write_html(report, dir / "r.html");
   EXPECT_GT(std::filesystem::file_size(dir / "r.html"), 100'000U);  // Chart.js is in it
   const auto missing = dir / "no-such-folder" / "r.html";
   try {
-    write_html(report, missing);
+    report::write_html(report, missing);
     ADD_FAILURE() << "wrote into a missing folder";
-  } catch (const OutputFailure& e) {
+  } catch (const ReportWriteError& e) {  // the library's (errors.hpp); the command exits 4 on it
     EXPECT_NE(std::string(e.what()).find(missing.string()), std::string::npos) << e.what();
   }
   EXPECT_FALSE(std::filesystem::exists(missing));

@@ -32,7 +32,7 @@ TEST(ReportOfReplay, RealTraceSegmentsAtThePeakAddUpToPeakReserved) {
   input.result = &result;
   input.capacity = options.capacity;
   input.source = "real.pickle";
-  const Report report = report_of_replay(input);
+  const report::Report report = report_of_replay(input);
 
   ASSERT_EQ(report.series.size(), 3U);
   EXPECT_EQ(report.series[0].name, "reserved");

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "memscope/errors.hpp"
 #include "memscope/run_ranks.hpp"
 #include "run/run_record.hpp"
 #include "run/run_summary.hpp"
@@ -50,7 +51,7 @@ TEST(RunRanks, RoundTripThroughJson) {
   try {
     (void)run_record_from_json(broken, "run.json");
     FAIL() << "a string peak_rss was accepted";
-  } catch (const InputFailure& e) {
+  } catch (const ReportFormatError& e) {
     EXPECT_NE(std::string(e.what()).find("ranks[1].peak_rss"), std::string::npos) << e.what();
   }
 }

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli.hpp"
+#include "memscope/errors.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_helpers.hpp"
 #include "run/run_record.hpp"
@@ -74,7 +75,7 @@ TEST(RunRecordJson, RoundTripsEveryField) {
 std::string error_of(const nlohmann::json& json) {
   try {
     (void)run_record_from_json(json, "run.json");
-  } catch (const InputFailure& e) {
+  } catch (const ReportFormatError& e) {
     return e.what();
   }
   return "";
@@ -167,9 +168,9 @@ TEST(RunSummary, ShortLivedHelpersCollapseIntoOneRow) {
     EXPECT_NE(summary.find(kept), std::string::npos) << kept << "\n" << summary;
   }
   // The HTML report's process table has the same one row.
-  const Report report = report_of_run(record);
+  const report::Report report = report_of_run(record);
   ASSERT_FALSE(report.tables.empty());
-  const Table& processes = report.tables.front();
+  const report::Table& processes = report.tables.front();
   ASSERT_EQ(processes.title, "Processes");
   ASSERT_EQ(processes.rows.size(), 5U);  // the command, the helpers, three kept
   EXPECT_EQ(processes.rows[1][1], row.command);

@@ -5,8 +5,10 @@ the printed summary."""
 
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -210,3 +212,44 @@ def test_python_write_stage_mark_by_hand(artifacts: Path, python_package: None) 
     alone = subprocess.run([sys.executable, "-c", MARKS_BY_HAND], capture_output=True, text=True,
                            env=env, timeout=60, check=True)
     assert "enabled False" in alone.stdout
+
+
+def page_tables(page: str) -> dict[str, list[list[str]]]:
+    """The HTML page's tables: title -> the header row and the body's rows, cells unescaped."""
+    tables = {}
+    for title, head, body in re.findall(
+            r'<h2>([^<]*)</h2>\n<div class="table-wrap"><table class="data">\n<thead><tr>(.*?)'
+            r'</tr></thead>\n<tbody>\n(.*?)</tbody>', page, re.S):
+        cell = r"<t[hd][^>]*>(.*?)</t[hd]>"
+        rows = [[html.unescape(c) for c in re.findall(cell, head)]]
+        rows += [[html.unescape(c) for c in re.findall(cell, r)] for r in body.splitlines()]
+        tables[html.unescape(title)] = rows
+    return tables
+
+
+def terminal_table(summary: str, title: str) -> list[list[str]]:
+    """The table under the line `title` of the run summary, cut into cells by its rule line."""
+    lines = summary.splitlines()
+    at = lines.index(title)
+    rule = lines[at + 2]
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", rule)]
+    rows = []
+    for line in [lines[at + 1], *lines[at + 3:]]:
+        if not line.startswith("  "):
+            break
+        rows.append([line[a:b if i + 1 < len(spans) else None].strip()
+                     for i, (a, b) in enumerate(spans)])
+    return rows
+
+
+def test_terminal_and_page_show_the_same_tables(artifacts: Path) -> None:
+    """One table value, two renderings (issue 28): the summary's tables and the page's hold the
+    same titles, columns and cells."""
+    html_path = artifacts / "run.html"
+    result = memscope("run", "--html", html_path, "--", CHILD, "16", timeout=240)
+    assert result.returncode == 0, result.stderr
+    page = page_tables(html_path.read_text())
+    assert set(page) == {"Processes", "Stages"}
+    for title, rows in page.items():
+        assert terminal_table(result.stdout, title) == rows, title
+    assert len(page["Processes"]) > 1 and len(page["Stages"]) > 1  # a header and rows

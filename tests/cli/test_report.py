@@ -4,10 +4,12 @@ and as HTML, and the files it refuses."""
 from __future__ import annotations
 
 import json
+import pickle
 import sys
 from pathlib import Path
 
 import pytest
+import trace_corpus
 from conftest import MiB, memscope
 from run_records import write_run
 
@@ -84,16 +86,49 @@ def test_replay_json_from_replay(real_trace: Path, artifacts: Path) -> None:
     memscope("replay", real_trace, "--capacity", "40GiB", "--fit", "--json", saved, check=True)
     data = json.loads(saved.read_text())
     out = memscope("report", saved, check=True).stdout
-    assert str(real_trace) in out
-    row = data["rows"][0]
-    peak_line = next(line for line in out.splitlines() if line.startswith("default"))
-    gib = row["peak_reserved"] / (1 << 30)
+    assert real_trace.name in out
+    peak_line = next(line for line in out.splitlines() if "peak reserved" in line)
+    gib = data["rows"][0]["peak_reserved"] / (1 << 30)
     assert f"{gib:.2f} GiB" in peak_line
     assert data["top_sites"][0]["where"] in out
     assert "fits in 40.00 GiB" in out
     html = artifacts / "replay-again.html"
     memscope("report", saved, "--html", html, check=True)
     assert html.stat().st_size > 0
+
+
+def _tiny_trace(path: Path) -> Path:
+    """A trace made here: two allocations under two stages, one freed, with frames."""
+    frame = {"filename": "/home/u/model.py", "line": 7, "name": "forward"}
+    events = [
+        {"action": "alloc", "addr": 1 << 40, "size": 6 << 20, "stream": 0, "time_us": 1000,
+         "frames": [frame]},
+        {"action": "alloc", "addr": (1 << 40) + (8 << 20), "size": 3 << 20, "stream": 0,
+         "time_us": 2000, "frames": [frame]},
+        {"action": "free_completed", "addr": 1 << 40, "size": 6 << 20, "stream": 0,
+         "time_us": 3000, "frames": [frame]},
+    ]
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [events]}, protocol=4))
+    return path
+
+
+@pytest.mark.parametrize("which", ["made here", "corpus"])
+@pytest.mark.parametrize("options", [[], ["--capacity", "8MiB"],
+                                     ["--config", "default", "--config",
+                                      "max_split_size:256MiB", "--fit"]])
+def test_replay_text_is_the_report_of_its_json(which: str, options: list[str],
+                                               tmp_path: Path) -> None:
+    """Golden: `memscope replay X --json out.json` and `memscope report out.json` print the same
+    text, because both render one Report (the one the JSON carries)."""
+    trace = _tiny_trace(tmp_path / "t.pickle") if which == "made here" \
+        else trace_corpus.trace_or_skip()
+    saved = tmp_path / "out.json"
+    replay = memscope("replay", trace, *options, "--json", saved)
+    assert replay.returncode in (0, 1), replay.stderr  # 1: it does not fit in --capacity
+    report = memscope("report", saved, check=True).stdout
+    printed = replay.stdout.removesuffix(f"replay JSON: {saved}\n")
+    assert printed != replay.stdout and "peak reserved" in printed
+    assert report == printed
 
 
 def test_replay_json_of_a_newer_version_is_refused(tmp_path: Path) -> None:
@@ -104,13 +139,23 @@ def test_replay_json_of_a_newer_version_is_refused(tmp_path: Path) -> None:
     assert str(path) in result.stderr and "version 99" in result.stderr
 
 
-def test_replay_json_missing_a_field_names_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("report,field", [
+    (None, "field 'report' is missing"),
+    ({"format": "memscope-report", "version": 1, "title": "t", "subtitle": "", "summary": [],
+      "x_label": "", "series": [], "bands": [], "peak": None, "segment_map": None,
+      "tables": [{"columns": []}], "notes": []}, "field 'report.tables[0].title' is missing"),
+])
+def test_replay_json_missing_a_field_names_it(tmp_path: Path, report: dict | None,
+                                              field: str) -> None:
     path = tmp_path / "cut.json"
-    path.write_text(json.dumps({"format": "memscope-replay", "version": 1, "trace": "t",
-                                "device": 0, "capacity": 1 << 30, "rows": [{"config": ""}]}))
+    saved = {"format": "memscope-replay", "version": 2, "trace": "t", "device": 0,
+             "capacity": 1 << 30, "rows": [{"config": ""}]}
+    if report is not None:
+        saved["report"] = report
+    path.write_text(json.dumps(saved))
     result = memscope("report", path)
     assert result.returncode == 3
-    assert "rows[0]." in result.stderr and str(path) in result.stderr
+    assert f"{path}: {field} (a memscope replay result" in result.stderr, result.stderr
 
 
 def test_run_written_by_hand(tmp_path: Path, artifacts: Path) -> None:

@@ -585,5 +585,33 @@ TEST(RealTraceExplained, KnownPeaksAndTheirPlace) {
   std::printf("%s\n", fit.explain().c_str());
 }
 
+// live_by_stack: one entry per stack and origin, totals over all, largest first; the replay's
+// breakdowns and `memscope diff` both group through it.
+TEST(LiveByStack, GroupsByStackAndOriginLargestFirst) {
+  ReplayPlan plan;
+  plan.starting_frees = 1;
+  const auto alloc = [](std::size_t size, StackId stack, std::uint32_t event) {
+    ReplayOp op;
+    op.size = size;
+    op.stack = stack;
+    op.event = event;
+    return op;
+  };
+  plan.ops = {alloc(100, 7, kBeforeTrace),  // freed in the trace: its free's stack
+              alloc(10, 7, 0), alloc(20, 7, 1), alloc(500, 3, 2), alloc(1, 9, kBeforeTrace)};
+  const LiveBreakdown live = live_by_stack(plan, {0, 1, 2, 3});
+  EXPECT_EQ(live.bytes, 630U);
+  EXPECT_EQ(live.count, 4U);
+  ASSERT_EQ(live.stacks.size(), 3U);
+  EXPECT_EQ(live.stacks[0].stack, 3U);
+  EXPECT_EQ(live.stacks[1].stack, 7U);
+  EXPECT_EQ(live.stacks[1].origin, SiteOrigin::freed_in_trace);
+  EXPECT_EQ(live.stacks[1].bytes, 100U);
+  EXPECT_EQ(live.stacks[2].origin, SiteOrigin::traced);
+  EXPECT_EQ(live.stacks[2].bytes, 30U);
+  EXPECT_EQ(live.stacks[2].count, 2U);
+  EXPECT_TRUE(live.top_sites.empty());
+}
+
 }  // namespace
 }  // namespace memscope

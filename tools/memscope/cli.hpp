@@ -2,7 +2,8 @@
 // choose them. A subcommand throws UsageFailure for an argument that is wrong and InputFailure
 // for a file that is missing, unreadable or malformed; main() prints "memscope <sub>: <message>"
 // on stderr and exits with the code. memscope::Error types from the library are mapped there
-// too (ConfigError -> usage, TraceFormatError -> input), so subcommands need not catch them.
+// too (ConfigError -> usage, TraceFormatError and ReportFormatError -> input,
+// ReportWriteError -> output), so subcommands need not catch them.
 #pragma once
 
 #include <stdexcept>

@@ -6,13 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <nlohmann/json.hpp>
 #include <system_error>
 
 #include "cli.hpp"
 #include "memscope/atomic_file.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/report_json.hpp"
 #include "memscope/trace.hpp"
-#include "report/json_text.hpp"
 #include "run/run_record.hpp"
 
 namespace memscope::cli {
@@ -172,11 +173,11 @@ InputFile read_input(const fs::path& path, std::string_view role) {
       break;
   }
   // parse_json_text: the \udcXY escapes memscope writes for bytes that are not UTF-8 read back.
-  nlohmann::json json = parse_json_text(bytes, /*allow_exceptions=*/false);
+  nlohmann::json json = report::parse_json_text(bytes, /*allow_exceptions=*/false);
   if (json.is_discarded()) {
     // Parse again to get the position and reason; only the failing path pays for it.
     try {
-      json = parse_json_text(bytes);
+      json = report::parse_json_text(bytes);
     } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for 1e999
       throw InputFailure(std::string(role) + " " + quoted(path) + ": not valid JSON (" + e.what() +
                          ")");

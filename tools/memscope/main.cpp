@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
     return report(who, e.what(), code_for(run, kExitUsage));
   } catch (const memscope::TraceFormatError& e) {
     return report(who, e.what(), code_for(run, kExitInput));
+  } catch (const memscope::ReportFormatError& e) {
+    return report(who, e.what(), code_for(run, kExitInput));
+  } catch (const memscope::ReportWriteError& e) {
+    return report(who, e.what(), code_for(run, kExitOutput));
   } catch (const std::exception& e) {
     return report(who, e.what(), code_for(run, kExitInternal));
   }

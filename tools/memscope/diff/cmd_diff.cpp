@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -13,9 +14,9 @@
 #include "diff/diff.hpp"
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/report_json.hpp"
 #include "memscope/trace.hpp"
 #include "progress.hpp"
-#include "report/json_text.hpp"
 #include "run/run_record.hpp"
 
 namespace memscope::cli {
@@ -102,7 +103,7 @@ int run_diff_command(const DiffArgs& args) {
   progress.finish();
   std::fputs(out.text.c_str(), stdout);
   if (!args.json.empty()) {
-    write_output_file(args.json, json_text(out.json, 1) + "\n", "--json");
+    write_output_file(args.json, report::json_text(out.json, 1) + "\n", "--json");
     std::printf("diff JSON: %s\n", args.json.c_str());
   }
   std::fflush(stdout);

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "diff/diff.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
-#include "report/text_table.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -120,7 +120,7 @@ DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& nam
   DiffOutput out;
   out.json = diff_json("metrics", names);
   nlohmann::json json_rows = nlohmann::json::array();
-  TextTable table(
+  report::TextTable table(
       {{"stage"}, {"key"}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
   std::size_t changed = 0;
   std::size_t only_a = 0;

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "diff/diff.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
-#include "report/text_table.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -90,8 +90,8 @@ Json line_json(const Line& l) {
               {"change_pct", l.both() ? percent_json(*l.a, *l.b) : Json(nullptr)}};
 }
 
-TextTable make_table(const char* first) {
-  return TextTable(
+report::TextTable make_table(const char* first) {
+  return report::TextTable(
       {{first}, {"figure"}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
 }
 
@@ -295,23 +295,23 @@ DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& na
   Json overall_json = Json::array();
   Json stages_json = Json::array();
   Json commands_json = Json::array();
-  TextTable overall_table = make_table("");
+  report::TextTable overall_table = make_table("");
   for (const Line& l : overall) {
     overall_table.add_row(cells(l));
     overall_json.push_back(line_json(l));
   }
-  TextTable stage_table = make_table("stage");
+  report::TextTable stage_table = make_table("stage");
   for (const Line& l : stages) {
     if (stage_table.rows() < names.top * 4) stage_table.add_row(cells(l));
     stages_json.push_back(line_json(l));
   }
-  TextTable command_table({{"command"},
-                           {"figure"},
-                           {"A", true},
-                           {"B", true},
-                           {"change", true},
-                           {"change %", true},
-                           {"matched by"}});
+  report::TextTable command_table({{"command"},
+                                   {"figure"},
+                                   {"A", true},
+                                   {"B", true},
+                                   {"change", true},
+                                   {"change %", true},
+                                   {"matched by"}});
   for (std::size_t i = 0; i < commands.size(); ++i) {
     const Line& l = commands[i];
     if (command_table.rows() < names.top) {

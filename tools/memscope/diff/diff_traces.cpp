@@ -16,8 +16,8 @@
 #include "cli.hpp"
 #include "diff/diff.hpp"
 #include "memscope/replay.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
-#include "report/text_table.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -47,20 +47,10 @@ std::vector<StackBytes> live_stacks(const ReplayPlan& plan, std::size_t last) {
       live[key] = i;
     }
   }
-  std::unordered_map<std::uint64_t, StackBytes> by_stack;  // by stack and origin
-  for (const auto& [key, i] : live) {
-    const ReplayOp& op = plan.ops[i];
-    const SiteOrigin origin = origin_of(plan, i);
-    StackBytes& s = by_stack[(std::uint64_t{op.stack} << 2U) | static_cast<std::uint64_t>(origin)];
-    s.stack = op.stack;
-    s.origin = origin;
-    s.bytes += op.size;
-    ++s.count;
-  }
-  std::vector<StackBytes> out;
-  out.reserve(by_stack.size());
-  for (const auto& [stack, bytes] : by_stack) out.push_back(bytes);
-  return out;
+  std::vector<std::size_t> allocations;
+  allocations.reserve(live.size());
+  for (const auto& [key, i] : live) allocations.push_back(i);
+  return live_by_stack(plan, allocations).stacks;
 }
 
 std::map<std::string, std::size_t> by_site(const TorchSnapshot& snapshot, const ReplayPlan& plan,
@@ -161,7 +151,7 @@ DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const Dif
   out.json["trace_a"] = trace_json(fa);
   out.json["trace_b"] = trace_json(fb);
 
-  TextTable totals({{""}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
+  report::TextTable totals({{""}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
   const auto total = [&](const char* what, std::size_t x, std::size_t y) {
     totals.add_row({what, format_size(x), format_size(y), signed_bytes(signed_change(x, y)),
                     percent_change(static_cast<double>(x), static_cast<double>(y))});
@@ -171,13 +161,13 @@ DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const Dif
   total("peak live", fa.peak_live, fb.peak_live);
   total("live at the end", fa.live_at_end, fb.live_at_end);
 
-  TextTable table({{"site"},
-                   {"peak A", true},
-                   {"peak B", true},
-                   {"change", true},
-                   {"end A", true},
-                   {"end B", true},
-                   {"change", true}});
+  report::TextTable table({{"site"},
+                           {"peak A", true},
+                           {"peak B", true},
+                           {"change", true},
+                           {"end A", true},
+                           {"end B", true},
+                           {"change", true}});
   Json sites_json = Json::array();
   std::size_t unchanged = 0;
   for (const Site& s : rows) {

@@ -5,7 +5,7 @@
 
 #include <cstdio>
 #include <memory>
-#include <optional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -13,11 +13,12 @@
 #include "commands.hpp"
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/report_html.hpp"
+#include "memscope/report_json.hpp"
+#include "memscope/report_text.hpp"
 #include "progress.hpp"
 #include "replay/replay_output.hpp"
 #include "replay/replay_session.hpp"
-#include "report/html_report.hpp"
-#include "report/json_text.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -47,22 +48,23 @@ int run_replay_command(const ReplayArgs& args) {
   request.series = !args.html.empty() || !args.json.empty();
 
   ReplayOutcome outcome;
-  std::optional<Report> report;
+  report::Report report;
   {
     Progress progress("memscope replay");
     outcome = run_replay(request, progress);
-    if (request.series) {
-      progress.phase("memscope replay: building the report");
-      report = replay_report(outcome);
-    }
+    progress.phase("memscope replay: building the report");
+    report = replay_report(outcome);
   }
-  std::fputs(replay_text(outcome).c_str(), stdout);
+  // The text, the page and the JSON's "report" are one value: `memscope report` of the JSON
+  // prints this text again.
+  std::fputs(report::render_text(report).c_str(), stdout);
   if (!args.json.empty()) {
-    write_output_file(args.json, json_text(replay_json(outcome, *report), 1) + "\n", "--json");
+    write_output_file(args.json, report::json_text(replay_json(outcome, report), 1) + "\n",
+                      "--json");
     std::printf("replay JSON: %s\n", args.json.c_str());
   }
   if (!args.html.empty()) {
-    write_html(*report, args.html);
+    report::write_html(report, args.html);
     std::printf("HTML report: %s\n", args.html.c_str());
   }
   std::fflush(stdout);

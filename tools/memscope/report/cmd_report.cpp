@@ -8,16 +8,18 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "cli.hpp"
 #include "commands.hpp"
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
+#include "memscope/report_html.hpp"
+#include "memscope/report_text.hpp"
 #include "progress.hpp"
 #include "replay/replay_output.hpp"
 #include "replay/replay_session.hpp"
-#include "report/html_report.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
 #include "run/run_summary.hpp"
@@ -42,7 +44,7 @@ std::string split_of(const std::filesystem::path& path) {
 
 struct Rendered {
   std::string text;
-  std::optional<Report> report;  // when --html was asked for
+  std::optional<report::Report> report;  // when --html was asked for
 };
 
 Rendered render(const InputFile& file, bool html, Progress& progress) {
@@ -67,15 +69,10 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
       break;
     }
     case InputKind::replay: {
-      out.text = replay_json_text(file.json, source);
-      if (html) {
-        if (!file.json.contains("report")) {
-          throw InputFailure(source +
-                             ": report is missing, so there is no page to render; "
-                             "write the file again with memscope replay --json");
-        }
-        out.report = report_from_json(file.json["report"], source);
-      }
+      // What `memscope replay` printed: the text of the Report the file carries.
+      report::Report report = saved_replay_report(file.json, source);
+      out.text = report::render_text(report);
+      if (html) out.report = std::move(report);
       break;
     }
     case InputKind::trace: {
@@ -85,8 +82,9 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
       request.series = html;
       request.progress_prefix = "memscope report: ";
       const ReplayOutcome outcome = run_replay(request, progress);
-      out.text = replay_text(outcome);
-      if (html) out.report = replay_report(outcome);
+      report::Report report = replay_report(outcome);
+      out.text = report::render_text(report);
+      if (html) out.report = std::move(report);
       break;
     }
     case InputKind::unknown:
@@ -109,7 +107,7 @@ int run_report_command(const ReportArgs& args) {
   }
   std::fputs(rendered.text.c_str(), stdout);
   if (rendered.report) {
-    write_html(*rendered.report, args.html);
+    report::write_html(*rendered.report, args.html);
     std::printf("HTML report: %s\n", args.html.c_str());
   }
   std::fflush(stdout);

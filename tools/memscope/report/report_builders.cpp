@@ -1,8 +1,8 @@
 // Reports of a `memscope run` recording and of saved metrics (report_builders.hpp); the replay's
 // is in report_replay.cpp and the Report's JSON in report_json.cpp.
 #include "report/report_builders.hpp"
+#include "memscope/run_ranks.hpp"
 #include "run/run_helpers.hpp"
-#include "run/run_ranks.hpp"
 #include "run/run_summary.hpp"
 
 #include <algorithm>
@@ -44,21 +44,15 @@ std::vector<double> as_doubles(const std::vector<T>& values) {
   return out;
 }
 
-std::string exit_text(const RunProcess& p) {
-  if (p.exit_signal) return fmt::format("signal {}", *p.exit_signal);
-  if (p.exit_code) return std::to_string(*p.exit_code);
-  return p.end < 0.0 ? "running" : "-";
-}
-
 std::int64_t process_peak(const RunProcess& p) {
   std::int64_t peak = p.peak_rss;
   for (const std::int64_t v : p.rss) peak = std::max(peak, v);
   return peak;
 }
 
-void add_run_series(const RunRecord& record, Report& report) {
+void add_run_series(const RunRecord& record, report::Report& report) {
   const std::size_t n = std::min(record.t.size(), record.tree_rss.size());
-  Series tree{"tree RSS (sampled)", {}, {}, true, false};
+  report::Series tree{"tree RSS (sampled)", {}, {}, true, false};
   tree.t.assign(record.t.begin(), record.t.begin() + static_cast<std::ptrdiff_t>(n));
   tree.bytes = as_doubles(record.tree_rss);
   tree.bytes.resize(n);
@@ -81,15 +75,15 @@ void add_run_series(const RunRecord& record, Report& report) {
   // Back in order of appearance, so colours follow the order processes started.
   std::sort(drawn.begin(), drawn.end());
   for (const RunProcess* p : drawn) {
-    Series s{fmt::format("pid {} RSS", p->pid), p->t, as_doubles(p->rss), true, false};
+    report::Series s{fmt::format("pid {} RSS", p->pid), p->t, as_doubles(p->rss), true, false};
     s.bytes.resize(std::min(s.bytes.size(), s.t.size()));
     s.t.resize(s.bytes.size());
     report.series.push_back(std::move(s));
   }
   for (const RunGpu& gpu : record.gpus) {
     if (gpu.used.empty()) continue;
-    Series s{fmt::format("GPU used (device {})", gpu.index), record.t, as_doubles(gpu.used), true,
-             false};
+    report::Series s{fmt::format("GPU used (device {})", gpu.index), record.t, as_doubles(gpu.used),
+                     true, false};
     const std::size_t m = std::min(s.t.size(), s.bytes.size());
     s.t.resize(m);
     s.bytes.resize(m);
@@ -97,7 +91,7 @@ void add_run_series(const RunRecord& record, Report& report) {
   }
   if (std::any_of(record.tree_gpu.begin(), record.tree_gpu.end(),
                   [](std::int64_t v) { return v > 0; })) {
-    Series s{"tree GPU", record.t, as_doubles(record.tree_gpu), true, false};
+    report::Series s{"tree GPU", record.t, as_doubles(record.tree_gpu), true, false};
     const std::size_t m = std::min(s.t.size(), s.bytes.size());
     s.t.resize(m);
     s.bytes.resize(m);
@@ -105,31 +99,10 @@ void add_run_series(const RunRecord& record, Report& report) {
   }
 }
 
-std::string metrics_text(const std::map<std::string, std::int64_t>& metrics) {
-  std::string out;
-  for (const auto& [key, value] : metrics) {
-    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", key, format_bytes(value));
-  }
-  return out.empty() ? "-" : out;
-}
-
-// One row per rank of a distributed job, and the max and which rank under it.
-Table ranks_table(const std::vector<RunRank>& ranks) {
-  Table table{"Ranks",
-              {"rank", "local rank", "pid", "peak RSS", "source", "peak GPU", "processes",
-               "own process", "sum of peaks", "stages"},
-              {true, true, true, true, false, true, true, true, true, false},
-              {},
-              {}};
-  for (const RunRank& r : ranks) {
-    std::string stages;
-    for (const std::string& s : r.stages) stages += (stages.empty() ? "" : ", ") + s;
-    table.rows.push_back({std::to_string(r.rank),
-                          r.local_rank ? std::to_string(*r.local_rank) : "-", std::to_string(r.pid),
-                          bytes_or_dash(r.peak_rss), r.peak_rss_source, bytes_or_dash(r.peak_gpu),
-                          std::to_string(r.pids.size()), bytes_or_dash(r.own_peak_rss),
-                          bytes_or_dash(r.sum_of_peaks), stages.empty() ? "-" : stages});
-  }
+// The terminal's table of the ranks (run_summary.hpp), with the max and which rank under it.
+report::Table ranks_table(const RunRecord& record) {
+  report::Table table = run_ranks_table(record);
+  const std::vector<RunRank>& ranks = record.ranks;
   const RankSpread spread = rank_spread(ranks, &RunRank::peak_rss);
   if (spread.max != nullptr) {
     table.note = fmt::format(
@@ -171,8 +144,8 @@ std::vector<const RunStage*> shown_stages(const RunRecord& record) {
 
 }  // namespace
 
-Report report_of_run(const RunRecord& record) {
-  Report report;
+report::Report report_of_run(const RunRecord& record) {
+  report::Report report;
   const std::string command = joined(record.command);
   report.title = "memscope run: " + command;
   report.subtitle = command;
@@ -230,68 +203,40 @@ Report report_of_run(const RunRecord& record) {
     if (const RunStage* s = stage_at(record, record.peak_tree_rss_t)) {
       label += fmt::format(" (stage {})", s->name);
     }
-    report.peak = Marker{"tree RSS (sampled)", record.peak_tree_rss_t,
-                         static_cast<double>(record.peak_tree_rss), label};
+    report.peak = report::Marker{"tree RSS (sampled)", record.peak_tree_rss_t,
+                                 static_cast<double>(record.peak_tree_rss), label};
   }
 
-  Table processes{"Processes",
-                  {"pid", "command", "peak RSS", "source", "peak GPU", "lifetime", "exit"},
-                  {true, false, true, false, true, true, false},
-                  {},
-                  "peak RSS from VmHWM is exact; 'sampled' is a lower bound; 'wait4: it or a "
-                  "reaped child' the largest of its peak and its children's"};
-  const std::vector<bool> helpers = short_lived_helpers(record);
-  const HelperRow collapsed = helper_row(record, helpers);
-  for (std::size_t i = 0; i < record.processes.size(); ++i) {
-    const RunProcess& p = record.processes[i];
-    if (helpers[i]) {  // one row for the short-lived helpers (run_helpers.hpp)
-      if (i == collapsed.first) {
-        processes.rows.push_back(
-            {"-", collapsed.command, bytes_or_dash(collapsed.peak_rss), "largest", "-",
-             fmt::format("< {} each", seconds(kHelperLifetime)),
-             collapsed.failed == 0 ? "0" : fmt::format("{} not 0", collapsed.failed)});
-      }
-      continue;
-    }
-    const double end = p.end < 0.0 ? record.duration : p.end;
-    processes.rows.push_back({std::to_string(p.pid), p.command, bytes_or_dash(p.peak_rss),
-                              p.peak_rss_source.empty() ? "-" : p.peak_rss_source,
-                              bytes_or_dash(p.peak_gpu), seconds(end - p.start), exit_text(p)});
-  }
+  // The terminal's tables (run_summary.hpp), every process listed.
+  report::Table processes = run_processes_table(record, 0);
+  processes.note =
+      "peak RSS from VmHWM is exact; 'sampled' is a lower bound; 'wait4: it or a "
+      "reaped child' the largest of its peak and its children's";
   report.tables.push_back(std::move(processes));
-  if (!record.ranks.empty()) report.tables.push_back(ranks_table(record.ranks));
+  if (!record.ranks.empty()) report.tables.push_back(ranks_table(record));
   if (!record.stages.empty()) {
-    Table stages{"Stages",
-                 {"stage", "pid", "begin", "duration", "tree RSS peak", "exact figures"},
-                 {false, true, true, true, true, false},
-                 {},
-                 "tree RSS peak: the highest sample during the stage; exact figures: the "
-                 "stage's own tracker"};
-    for (const RunStage* stage : stages_shown) {
-      const RunStage& s = *stage;
-      const double end = s.end < 0.0 ? record.duration : s.end;
-      stages.rows.push_back({s.name, std::to_string(s.pid), seconds(s.begin),
-                             s.end < 0.0 ? "never ended" : seconds(end - s.begin),
-                             bytes_or_dash(s.tree_rss_peak), metrics_text(s.metrics)});
-    }
+    report::Table stages = run_stages_table(record, stages_shown);
+    stages.note =
+        "tree RSS peak: the highest sample during the stage; end mark figures: the stage's own "
+        "tracker";
     report.tables.push_back(std::move(stages));
   }
   return report;
 }
 
-Report report_of_metrics(const Metrics& metrics, const std::string& source) {
-  Report report;
+report::Report report_of_metrics(const Metrics& metrics, const std::string& source) {
+  report::Report report;
   report.title = "memscope report: " + source;
   report.subtitle = source;
   const std::map<std::string, std::string> text = metrics_format(metrics);
   // One table per stage: the text before the key's first '_' ("train_mem_cpu_alloc_delta" is
   // train's), as format_metrics_table groups them.
-  std::map<std::string, Table> by_stage;
+  std::map<std::string, report::Table> by_stage;
   for (const auto& [key, value] : text) {
     const std::size_t cut = key.find('_');
     std::string stage = cut == std::string::npos ? std::string() : key.substr(0, cut);
     if (stage == "before") stage = "init";  // before_init_mem_cpu goes with init
-    Table& t = by_stage[stage];
+    report::Table& t = by_stage[stage];
     if (t.columns.empty()) {
       t.title = stage.empty() ? std::string("other metrics") : stage;
       t.columns = {"metric", "value"};

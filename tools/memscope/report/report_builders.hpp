@@ -1,29 +1,25 @@
-// From what the subcommands produce to a Report (report_model.hpp) for the HTML page, and the
-// Report's own JSON form, which `replay --json` embeds so `report` can render it later
-// without the trace.
+// From what the subcommands produce to a Report (memscope/report.hpp) for the HTML page; the
+// Report's own JSON form, which `replay --json` embeds, is the library's (report_json.hpp).
 //
-// Thread safety: pure functions. Errors: report_from_json() throws InputFailure naming
-// `source` and the field; report_of_replay() passes the library's errors through.
+// Thread safety: pure functions. Errors: report_of_replay() passes the library's errors through.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "memscope/config.hpp"
 #include "memscope/metrics.hpp"
 #include "memscope/replay.hpp"
+#include "memscope/report.hpp"
 #include "memscope/trace_events.hpp"
-#include "report/report_model.hpp"
 #include "run/run_record.hpp"
 
 namespace memscope::cli {
 
 // Tree RSS, each process's RSS, GPU memory, stage bands, the tree's peak marked; tables of
 // processes and stages. Says that RSS over time is sampled and peaks per process are VmHWM.
-[[nodiscard]] Report report_of_run(const RunRecord& record);
+[[nodiscard]] report::Report report_of_run(const RunRecord& record);
 
 // What one replay of one device of a trace needs to be shown.
 struct ReplayReportInput {
@@ -40,14 +36,9 @@ struct ReplayReportInput {
 // Allocated, reserved and live bytes over the trace's time, the peak marked, stage bands from
 // the events' tags, the segment map at the peak (the plan replayed again up to it) and the
 // largest live allocations at the peak by frame; the settings and fit tables when given.
-[[nodiscard]] Report report_of_replay(const ReplayReportInput& input);
+[[nodiscard]] report::Report report_of_replay(const ReplayReportInput& input);
 
 // Saved metrics (save_metrics JSON): one table per stage, values formatted as log_metrics does.
-[[nodiscard]] Report report_of_metrics(const Metrics& metrics, const std::string& source);
-
-[[nodiscard]] nlohmann::json report_to_json(const Report& report);
-// The segment map's part of it (the HTML page carries the same object).
-[[nodiscard]] nlohmann::json segment_map_to_json(const SegmentMap& map);
-[[nodiscard]] Report report_from_json(const nlohmann::json& json, const std::string& source);
+[[nodiscard]] report::Report report_of_metrics(const Metrics& metrics, const std::string& source);
 
 }  // namespace memscope::cli

@@ -85,23 +85,29 @@ std::string moment_label(const ReplayMoment& m, const Clock& clock) {
   return out;
 }
 
+// "12.97 GiB at event 1,402 at 0.138 s": a peak and when it was reached.
+std::string at_moment(const std::string& value, const ReplayMoment& m, const Clock& clock) {
+  return m.happened() ? value + " (" + moment_label(m, clock) + ")" : value;
+}
+
 // One table of what was live at a moment, by site.
-Table sites_table(const std::string& title, const ReplayMoment& m, const LiveBreakdown& live,
-                  const Clock& clock) {
-  Table sites{title + " (" + moment_label(m, clock) + "), by site",
-              {"where", "bytes", "count"},
-              {false, true, true},
-              {},
-              fmt::format("{} live in {} allocations; each stack is blamed on its innermost "
-                          "frame of user code (docs/traces.md)",
-                          format_size(live.bytes), format_count(live.count))};
+report::Table sites_table(const std::string& title, const ReplayMoment& m,
+                          const LiveBreakdown& live, const Clock& clock) {
+  report::Table sites{
+      title + " (" + moment_label(m, clock) + "), by site",
+      {"where", "bytes", "count"},
+      {false, true, true},
+      {},
+      fmt::format("{} live in {} allocations; each stack is blamed on its innermost "
+                  "frame of user code (docs/traces.md)",
+                  format_size(live.bytes), format_count(live.count))};
   for (const ReplaySite& s : live.top_sites) {
     sites.rows.push_back({s.where(), format_size(s.bytes), format_count(s.count)});
   }
   return sites;
 }
 
-void add_bands(const TorchSnapshot& snapshot, const Clock& clock, Report& report) {
+void add_bands(const TorchSnapshot& snapshot, const Clock& clock, report::Report& report) {
   if (clock.events == nullptr) return;
   const std::vector<TraceEvent>& events = *clock.events;
   std::size_t i = 0;
@@ -133,7 +139,7 @@ void add_bands(const TorchSnapshot& snapshot, const Clock& clock, Report& report
 
 // The segments when the peak was reached: the plan replayed again, on the same settings and
 // device, up to and including the peak's op.
-SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) {
+report::SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) {
   const ReplayPlan& plan = *input.plan;
   const ReplayResult& result = *input.result;
   ReplayPlan upto = plan;
@@ -173,10 +179,10 @@ SegmentMap segments_at_peak(const ReplayReportInput& input, const Clock& clock) 
   }
 
   std::unordered_map<StackId, const TraceFrame*> where_cache;
-  SegmentMap map;
+  report::SegmentMap map;
   map.title = "Segments at peak reserved (" + moment_label(result.peak, clock) + ")";
   for (const SegmentInfo& seg : snapshot.segments) {
-    SegmentMap::Segment out;
+    report::SegmentMap::Segment out;
     out.address = seg.address;
     out.size = seg.total_size;
     out.label =
@@ -207,8 +213,8 @@ std::string fit_text(const std::optional<FitResult>& fit) {
 
 }  // namespace
 
-Report report_of_replay(const ReplayReportInput& input) {
-  Report report;
+report::Report report_of_replay(const ReplayReportInput& input) {
+  report::Report report;
   if (input.snapshot == nullptr || input.plan == nullptr || input.result == nullptr) {
     return report;
   }
@@ -225,14 +231,25 @@ Report report_of_replay(const ReplayReportInput& input) {
   report.x_label = clock.has_time ? "time since the trace's first event (s)"
                                   : "event (the trace records no times)";
   report.summary = {
-      {"peak reserved", format_bytes(result.peak_reserved)},
-      {"peak live (requested)", format_bytes(result.peak_requested)},
+      {"peak reserved", at_moment(format_bytes(result.peak_reserved), result.peak, clock)},
+      {"peak live (requested)",
+       at_moment(format_bytes(result.peak_requested), result.peak_live, clock)},
       {"reserved / peak live", percent_ratio(result.reserved_over_peak_live)},
       {"segments (peak)", std::to_string(result.peak_segments)},
       {"device mallocs", std::to_string(result.num_device_alloc)},
+      {"device frees", std::to_string(result.num_device_free)},
+      {"allocation retries", std::to_string(result.num_alloc_retries)},
       {"out-of-memory errors", std::to_string(result.num_ooms)},
       {"allocations and frees", format_count(plan.traced_ops)},
   };
+  if (result.num_ooms > 0 && result.first_oom.happened()) {
+    report.summary.emplace_back(
+        "first out of memory",
+        fmt::format("{}: {} requested with {} reserved and {} live",
+                    moment_label(result.first_oom, clock), format_size(result.first_oom.request),
+                    format_bytes(result.first_oom.reserved_bytes),
+                    format_bytes(result.first_oom.live_bytes)));
+  }
   if (plan.starting_blocks() != 0) {
     report.summary.emplace_back("blocks live when recording began",
                                 format_count(plan.starting_blocks()));
@@ -240,11 +257,11 @@ Report report_of_replay(const ReplayReportInput& input) {
 
   // One point per op at its event's time; the starting live set at the first event's.
   const std::size_t n = std::min(result.series.size(), plan.ops.size());
-  Series allocated{"allocated", {}, {}, false, true};
-  Series reserved{"reserved", {}, {}, false, true};
-  Series live{"live (requested)", {}, {}, false, true};
+  report::Series allocated{"allocated", {}, {}, false, true};
+  report::Series reserved{"reserved", {}, {}, false, true};
+  report::Series live{"live (requested)", {}, {}, false, true};
   live.dashed = true;  // it runs just under "allocated" and would be hidden by it
-  for (Series* s : {&allocated, &reserved, &live}) {
+  for (report::Series* s : {&allocated, &reserved, &live}) {
     s->t.reserve(n);
     s->bytes.reserve(n);
   }
@@ -266,7 +283,7 @@ Report report_of_replay(const ReplayReportInput& input) {
     const std::string label =
         fmt::format("peak reserved {} at {}", format_bytes(result.peak_reserved),
                     moment_label(result.peak, clock));
-    report.peak = Marker{"reserved", t, static_cast<double>(result.peak_reserved), label};
+    report.peak = report::Marker{"reserved", t, static_cast<double>(result.peak_reserved), label};
     report.segment_map = segments_at_peak(input, clock);
     report.summary.emplace_back("segments at the peak",
                                 std::to_string(report.segment_map->segments.size()));
@@ -293,16 +310,19 @@ Report report_of_replay(const ReplayReportInput& input) {
   }
 
   if (input.comparison != nullptr && !input.comparison->rows.empty()) {
-    Table t{"Settings side by side",
-            {"settings", "peak reserved", "peak live", "reserved / peak live", "smallest device"},
-            {false, true, true, true, true},
-            {},
-            "each row is its own replay of the same trace"};
+    report::Table t{"Settings side by side",
+                    {"settings", "peak reserved", "peak live", "reserved / peak live", "segments",
+                     "retries", "OOMs", "smallest device"},
+                    {false, true, true, true, true, true, true, true},
+                    {},
+                    "each row is its own replay of the same trace"};
     for (const ComparisonRow& row : input.comparison->rows) {
-      t.rows.push_back({row.replay.config.empty() ? "(defaults)" : row.replay.config,
-                        format_bytes(row.replay.peak_reserved),
-                        format_bytes(row.replay.peak_requested),
-                        percent_ratio(row.replay.reserved_over_peak_live), fit_text(row.fit)});
+      const ReplayResult& r = row.replay;
+      t.rows.push_back({r.config.empty() ? "(defaults)" : r.config, format_bytes(r.peak_reserved),
+                        format_bytes(r.peak_requested), percent_ratio(r.reserved_over_peak_live),
+                        format_count(static_cast<std::uint64_t>(r.peak_segments)),
+                        format_count(static_cast<std::uint64_t>(r.num_alloc_retries)),
+                        format_count(static_cast<std::uint64_t>(r.num_ooms)), fit_text(row.fit)});
     }
     report.tables.push_back(std::move(t));
   }
@@ -320,13 +340,14 @@ Report report_of_replay(const ReplayReportInput& input) {
     report.summary.emplace_back("smallest device that fits", fit_text(*input.fit));
   if (!fits.empty()) {
     const FitResult& first = *fits.front().second;
-    Table t{"Would it fit: capacities tried",
-            {"settings", "capacity", "fits"},
-            {false, true, false},
-            {},
-            fmt::format("bisection in steps of {}, per setting, smallest capacity first; nothing "
-                        "below the peak live bytes ({}) can fit",
-                        format_size_exact(first.precision), format_size(first.lower_bound))};
+    report::Table t{
+        "Would it fit: capacities tried",
+        {"settings", "capacity", "fits"},
+        {false, true, false},
+        {},
+        fmt::format("bisection in steps of {}, per setting, smallest capacity first; nothing "
+                    "below the peak live bytes ({}) can fit",
+                    format_size_exact(first.precision), format_size(first.lower_bound))};
     for (const auto& [config, fit] : fits) {
       std::vector<std::pair<std::size_t, bool>> probes = fit->probes;
       std::sort(probes.begin(), probes.end());

@@ -16,8 +16,8 @@
 #include "commands.hpp"
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
-#include "report/html_report.hpp"
-#include "report/json_text.hpp"
+#include "memscope/report_html.hpp"
+#include "memscope/report_json.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
 #include "run/run_session.hpp"
@@ -54,14 +54,15 @@ void write_outputs(const RunArguments& args, const RunRecord& record) {
   std::exception_ptr failure;
   if (!args.json.empty()) {
     try {
-      write_output_file(args.json, json_text(run_record_to_json(record), 1) + "\n", "--json");
+      write_output_file(args.json, report::json_text(run_record_to_json(record), 1) + "\n",
+                        "--json");
     } catch (const OutputFailure&) {
       failure = std::current_exception();
     }
   }
   if (!args.html.empty()) {
     try {
-      write_html(report_of_run(record), args.html);
+      report::write_html(report_of_run(record), args.html);
     } catch (const OutputFailure&) {
       if (!failure) failure = std::current_exception();
     }

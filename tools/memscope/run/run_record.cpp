@@ -7,21 +7,21 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "cli.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/json_reader.hpp"
 
 namespace memscope::cli {
 namespace {
 
 constexpr int kRunFormatVersion = 1;
 constexpr const char* kRunFormat = "memscope-run";
+constexpr const char* kRunKind = "a memscope run recording, written by 'memscope run --json'";
 
 using Json = nlohmann::json;
 
@@ -96,115 +96,19 @@ Json gpu_to_json(const RunGpu& g) {
   return Json{{"index", g.index}, {"name", g.name}, {"total", g.total}, {"used", g.used}};
 }
 
-// Reads fields of one JSON object, naming `path` (where the object sits in the file) in every
-// error so the message points at the exact field.
-class Fields {
- public:
-  Fields(const Json& object, std::string path, const std::string& source)
-      : object_(object), path_(std::move(path)), source_(source) {
-    if (!object_.is_object()) fail(path_.empty() ? "the document" : path_, "must be an object");
-  }
+using report::JsonObject;
 
-  [[nodiscard]] const Json& at(const char* key) const {
-    const auto it = object_.find(key);
-    if (it == object_.end()) fail(name(key), "is missing");
-    return *it;
+// Process ids listed in `key`.
+std::vector<int> pids_of(const JsonObject& f, const char* key) {
+  std::vector<int> out;
+  for (const std::int64_t pid : f.integers(key)) {
+    if (pid < 0 || pid > INT32_MAX) f.fail(key, "must hold process ids");
+    out.push_back(static_cast<int>(pid));
   }
+  return out;
+}
 
-  [[nodiscard]] std::int64_t integer(const char* key) const {
-    const Json& value = at(key);
-    if (!value.is_number_integer()) fail(name(key), "must be an integer");
-    return value.get<std::int64_t>();
-  }
-  [[nodiscard]] int small_int(const char* key) const {
-    const std::int64_t value = integer(key);
-    if (value < INT32_MIN || value > INT32_MAX) fail(name(key), "is out of range");
-    return static_cast<int>(value);
-  }
-  [[nodiscard]] std::optional<int> optional_small_int(const char* key) const {
-    const auto it = object_.find(key);
-    if (it == object_.end() || it->is_null()) return std::nullopt;
-    return small_int(key);
-  }
-  [[nodiscard]] double number(const char* key) const {
-    const Json& value = at(key);
-    if (!value.is_number()) fail(name(key), "must be a number");
-    return value.get<double>();
-  }
-  [[nodiscard]] std::string text(const char* key) const {
-    const Json& value = at(key);
-    if (!value.is_string()) fail(name(key), "must be a string");
-    return value.get<std::string>();
-  }
-  [[nodiscard]] const Json& array(const char* key) const {
-    const Json& value = at(key);
-    if (!value.is_array()) fail(name(key), "must be an array");
-    return value;
-  }
-  template <class T>
-  [[nodiscard]] std::vector<T> numbers(const char* key) const {
-    std::vector<T> out;
-    const Json& values = array(key);
-    out.reserve(values.size());
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      const Json& v = values[i];
-      const bool ok = std::is_integral_v<T> ? v.is_number_integer() : v.is_number();
-      if (!ok) {
-        fail(fmt::format("{}[{}]", name(key), i),
-             std::is_integral_v<T> ? "must be an integer" : "must be a number");
-      }
-      out.push_back(v.get<T>());
-    }
-    return out;
-  }
-  [[nodiscard]] std::map<std::string, std::int64_t> metrics(const char* key) const {
-    std::map<std::string, std::int64_t> out;
-    const auto it = object_.find(key);
-    if (it == object_.end() || it->is_null()) return out;
-    if (!it->is_object()) fail(name(key), "must be an object of integers");
-    for (const auto& [metric, value] : it->items()) {
-      if (!value.is_number_integer()) {
-        fail(fmt::format("{}.{}", name(key), metric), "must be an integer");
-      }
-      out.emplace(metric, value.get<std::int64_t>());
-    }
-    return out;
-  }
-
-  // The object at `key`, read with the same source and a path naming it.
-  [[nodiscard]] Fields object(const char* key) const { return {at(key), name(key), source_}; }
-  [[nodiscard]] bool has(const char* key) const {
-    const auto it = object_.find(key);
-    return it != object_.end() && !it->is_null();
-  }
-  [[nodiscard]] std::vector<std::string> texts(const char* key) const {
-    std::vector<std::string> out;
-    const Json& values = array(key);
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      if (!values[i].is_string()) fail(fmt::format("{}[{}]", name(key), i), "must be a string");
-      out.push_back(values[i].get<std::string>());
-    }
-    return out;
-  }
-
-  [[nodiscard]] std::string name(const char* key) const {
-    return path_.empty() ? std::string(key) : path_ + "." + key;
-  }
-
-  [[noreturn]] void fail(const std::string& field, const char* problem) const {
-    throw InputFailure(
-        fmt::format("{}: field '{}' {} (a memscope run recording, written by "
-                    "'memscope run --json')",
-                    source_, field, problem));
-  }
-
- private:
-  const Json& object_;
-  std::string path_;
-  const std::string& source_;
-};
-
-RunProcess process_from_json(const Fields& f) {
+RunProcess process_from_json(const JsonObject& f) {
   RunProcess p;
   p.pid = f.small_int("pid");
   p.ppid = f.small_int("ppid");
@@ -216,15 +120,15 @@ RunProcess process_from_json(const Fields& f) {
   p.peak_gpu = f.integer("peak_gpu");
   p.exit_code = f.optional_small_int("exit_code");
   p.exit_signal = f.optional_small_int("exit_signal");
-  p.t = f.numbers<double>("t");
-  p.rss = f.numbers<std::int64_t>("rss");
-  p.gpu = f.numbers<std::int64_t>("gpu");
-  if (p.rss.size() != p.t.size()) f.fail(f.name("rss"), "must have one value per entry of 't'");
+  p.t = f.numbers("t");
+  p.rss = f.integers("rss");
+  p.gpu = f.integers("gpu");
+  if (p.rss.size() != p.t.size()) f.fail("rss", "must have one value per entry of 't'");
   if (!p.gpu.empty() && p.gpu.size() != p.t.size()) {
-    f.fail(f.name("gpu"), "must be empty or have one value per entry of 't'");
+    f.fail("gpu", "must be empty or have one value per entry of 't'");
   }
   if (f.has("rank")) {
-    const Fields r = f.object("rank");
+    const JsonObject r = f.object("rank");
     p.rank.rank = r.optional_small_int("rank");
     p.rank.rank_variable = r.text("variable");
     p.rank.local_rank = r.optional_small_int("local_rank");
@@ -234,7 +138,7 @@ RunProcess process_from_json(const Fields& f) {
   return p;
 }
 
-RunRank rank_from_json(const Fields& f) {
+RunRank rank_from_json(const JsonObject& f) {
   RunRank r;
   r.rank = f.small_int("rank");
   r.variable = f.text("variable");
@@ -243,10 +147,7 @@ RunRank rank_from_json(const Fields& f) {
   r.local_world_size = f.optional_small_int("local_world_size");
   r.pid = f.small_int("pid");
   r.command = f.text("command");
-  for (const std::int64_t pid : f.numbers<std::int64_t>("pids")) {
-    if (pid < 0 || pid > INT32_MAX) f.fail(f.name("pids"), "must hold process ids");
-    r.pids.push_back(static_cast<int>(pid));
-  }
+  r.pids = pids_of(f, "pids");
   r.peak_rss = f.integer("peak_rss");
   r.peak_rss_source = f.text("peak_rss_source");
   r.own_peak_rss = f.integer("own_peak_rss");
@@ -261,18 +162,18 @@ RunRank rank_from_json(const Fields& f) {
   return r;
 }
 
-RunMark mark_from_json(const Fields& f) {
+RunMark mark_from_json(const JsonObject& f) {
   RunMark m;
   m.t = f.number("t");
   m.pid = f.small_int("pid");
   m.kind = f.text("kind");
   m.stage = f.text("stage");
   m.hwm = f.integer("hwm");
-  m.metrics = f.metrics("metrics");
+  m.metrics = f.integer_map("metrics");
   return m;
 }
 
-RunStage stage_from_json(const Fields& f) {
+RunStage stage_from_json(const JsonObject& f) {
   RunStage s;
   s.name = f.text("name");
   s.pid = f.small_int("pid");
@@ -280,31 +181,26 @@ RunStage stage_from_json(const Fields& f) {
   s.end = f.number("end");
   s.tree_rss_peak = f.integer("tree_rss_peak");
   s.gpu_peak = f.integer("gpu_peak");
-  s.metrics = f.metrics("metrics");
+  s.metrics = f.integer_map("metrics");
   return s;
 }
 
-RunGpu gpu_from_json(const Fields& f) {
+RunGpu gpu_from_json(const JsonObject& f) {
   RunGpu g;
   const std::int64_t index = f.integer("index");
-  if (index < 0 || index > INT32_MAX) f.fail(f.name("index"), "must be a GPU index >= 0");
+  if (index < 0 || index > INT32_MAX) f.fail("index", "must be a GPU index >= 0");
   g.index = static_cast<unsigned>(index);
   g.name = f.text("name");
   g.total = f.integer("total");
-  g.used = f.numbers<std::int64_t>("used");
+  g.used = f.integers("used");
   return g;
 }
 
 // Reads each element of the array `key` with `read`.
 template <class T, class Read>
-std::vector<T> list_from_json(const Fields& f, const char* key, const std::string& source,
-                              Read read) {
+std::vector<T> list_from_json(const JsonObject& f, const char* key, Read read) {
   std::vector<T> out;
-  const Json& items = f.array(key);
-  out.reserve(items.size());
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    out.push_back(read(Fields(items[i], fmt::format("{}[{}]", key, i), source)));
-  }
+  for (const JsonObject& item : f.objects(key)) out.push_back(read(item));
   return out;
 }
 
@@ -350,26 +246,23 @@ Json run_record_to_json(const RunRecord& record) {
 }
 
 RunRecord run_record_from_json(const Json& json, const std::string& source) {
-  const Fields f(json, "", source);
+  const report::JsonSource file(source, kRunKind);
+  const JsonObject f(file, json, "");
   if (!is_run_record(json)) {
-    throw InputFailure(fmt::format(
+    throw ReportFormatError(fmt::format(
         "{}: not a memscope run recording (\"format\" must be \"{}\"; 'memscope run --json "
         "FILE' writes one)",
         source, kRunFormat));
   }
   const std::int64_t version = f.integer("version");
   if (version < 1 || version > kRunFormatVersion) {
-    throw InputFailure(
+    throw ReportFormatError(
         fmt::format("{}: memscope-run version {} is not one this memscope reads "
                     "(it reads version {}); use a matching memscope",
                     source, version, kRunFormatVersion));
   }
   RunRecord r;
-  const Json& command = f.array("command");
-  for (std::size_t i = 0; i < command.size(); ++i) {
-    if (!command[i].is_string()) f.fail(fmt::format("command[{}]", i), "must be a string");
-    r.command.push_back(command[i].get<std::string>());
-  }
+  r.command = f.texts("command");
   r.start_unix = f.number("start_unix");
   r.duration = f.number("duration");
   r.interval = f.number("interval");
@@ -379,27 +272,21 @@ RunRecord run_record_from_json(const Json& json, const std::string& source) {
   r.gpu_status = f.text("gpu_status");
   r.host_total = f.integer("host_total");
   r.cgroup_limit = f.integer("cgroup_limit");
-  r.t = f.numbers<double>("t");
-  r.tree_rss = f.numbers<std::int64_t>("tree_rss");
-  r.tree_gpu = f.numbers<std::int64_t>("tree_gpu");
+  r.t = f.numbers("t");
+  r.tree_rss = f.integers("tree_rss");
+  r.tree_gpu = f.integers("tree_gpu");
   if (r.tree_rss.size() != r.t.size()) f.fail("tree_rss", "must have one value per entry of 't'");
   if (!r.tree_gpu.empty() && r.tree_gpu.size() != r.t.size()) {
     f.fail("tree_gpu", "must be empty or have one value per entry of 't'");
   }
   r.peak_tree_rss = f.integer("peak_tree_rss");
   r.peak_tree_rss_t = f.number("peak_tree_rss_t");
-  r.gpus = list_from_json<RunGpu>(f, "gpus", source, gpu_from_json);
-  r.processes = list_from_json<RunProcess>(f, "processes", source, process_from_json);
-  r.marks = list_from_json<RunMark>(f, "marks", source, mark_from_json);
-  r.stages = list_from_json<RunStage>(f, "stages", source, stage_from_json);
-  if (f.has("ranks")) r.ranks = list_from_json<RunRank>(f, "ranks", source, rank_from_json);
-  if (json.contains("notes")) {
-    const Json& notes = f.array("notes");
-    for (std::size_t i = 0; i < notes.size(); ++i) {
-      if (!notes[i].is_string()) f.fail(fmt::format("notes[{}]", i), "must be a string");
-      r.notes.push_back(notes[i].get<std::string>());
-    }
-  }
+  r.gpus = list_from_json<RunGpu>(f, "gpus", gpu_from_json);
+  r.processes = list_from_json<RunProcess>(f, "processes", process_from_json);
+  r.marks = list_from_json<RunMark>(f, "marks", mark_from_json);
+  r.stages = list_from_json<RunStage>(f, "stages", stage_from_json);
+  if (f.has("ranks")) r.ranks = list_from_json<RunRank>(f, "ranks", rank_from_json);
+  if (json.contains("notes")) r.notes = f.texts("notes");
   return r;
 }
 

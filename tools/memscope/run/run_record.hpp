@@ -3,8 +3,9 @@
 // read back. Times are seconds since the command started; memory in bytes; -1 where a number is
 // unknown.
 //
-// Errors: run_record_from_json() throws InputFailure naming `source` and the field that is
-// missing or of the wrong type; a newer version is refused with the version it understands.
+// Errors: run_record_from_json() throws ReportFormatError (memscope/json_reader.hpp) naming
+// `source` and the field that is missing or of the wrong type; a newer version is refused with
+// the version it understands.
 #pragma once
 
 #include <string>

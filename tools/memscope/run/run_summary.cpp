@@ -9,9 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "memscope/report.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/run_ranks.hpp"
 #include "memscope/units.hpp"
-#include "report/text_table.hpp"
 #include "run/run_helpers.hpp"
 
 namespace memscope::cli {
@@ -43,13 +44,16 @@ std::string metrics_text(const RunStage& stage) {
   return text.empty() ? "-" : text;
 }
 
-std::string processes_table(const RunRecord& record, double run_end) {
+}  // namespace
+
+report::Table run_processes_table(const RunRecord& record, std::size_t max_rows) {
+  const double run_end = record.duration;
   const bool gpu = !record.tree_gpu.empty();
-  std::vector<TextTable::Column> columns{{"pid", true},     {"command", false}, {"peak RSS", true},
-                                         {"source", false}, {"start", true},    {"lifetime", true},
-                                         {"exit", true}};
-  if (gpu) columns.insert(columns.begin() + 4, TextTable::Column{"peak GPU", true});
-  TextTable table(std::move(columns));
+  std::vector<report::TextTable::Column> columns{
+      {"pid", true},   {"command", false}, {"peak RSS", true}, {"source", false},
+      {"start", true}, {"lifetime", true}, {"exit", true}};
+  if (gpu) columns.insert(columns.begin() + 4, report::TextTable::Column{"peak GPU", true});
+  report::TextTable table(columns);
   // Short-lived helpers (shims, shell utilities) take one row (run_helpers.hpp).
   const std::vector<bool> helpers = short_lived_helpers(record);
   const HelperRow collapsed = helper_row(record, helpers);
@@ -57,14 +61,14 @@ std::string processes_table(const RunRecord& record, double run_end) {
   // command and the ones with the largest peaks, in order of appearance; the JSON has them all.
   const std::size_t rows = record.processes.size() - collapsed.count;
   std::int64_t shown_from = -1;
-  if (rows > kMaxProcessRows) {
+  if (max_rows != 0 && rows > max_rows) {
     std::vector<std::int64_t> peaks;
     for (std::size_t i = 0; i < record.processes.size(); ++i) {
       if (!helpers[i]) peaks.push_back(record.processes[i].peak_rss);
     }
-    std::nth_element(peaks.begin(), peaks.begin() + (kMaxProcessRows - 1), peaks.end(),
-                     std::greater<>());
-    shown_from = peaks[kMaxProcessRows - 1];
+    std::nth_element(peaks.begin(), peaks.begin() + static_cast<std::ptrdiff_t>(max_rows - 1),
+                     peaks.end(), std::greater<>());
+    shown_from = peaks[max_rows - 1];
   }
   std::size_t shown = 0;
   for (std::size_t i = 0; i < record.processes.size(); ++i) {
@@ -84,7 +88,7 @@ std::string processes_table(const RunRecord& record, double run_end) {
       continue;
     }
     const bool the_command = i == 0;  // always listed
-    if (!the_command && (p.peak_rss < shown_from || shown >= kMaxProcessRows)) continue;
+    if (!the_command && (p.peak_rss < shown_from || (max_rows != 0 && shown >= max_rows))) continue;
     ++shown;
     const double end = p.end < 0 ? run_end : p.end;
     std::vector<std::string> row{std::to_string(p.pid),
@@ -97,7 +101,19 @@ std::string processes_table(const RunRecord& record, double run_end) {
     if (gpu) row.insert(row.begin() + 4, p.peak_gpu < 0 ? "-" : format_bytes(p.peak_gpu));
     table.add_row(std::move(row));
   }
-  std::string text = table.render(2);
+  report::Table out = table.table();
+  out.title = "Processes";
+  return out;
+}
+
+namespace {
+
+std::string processes_text(const RunRecord& record) {
+  const report::Table table = run_processes_table(record, kMaxProcessRows);
+  const HelperRow collapsed = helper_row(record, short_lived_helpers(record));
+  const std::size_t rows = record.processes.size() - collapsed.count;
+  const std::size_t shown = table.rows.size() - (collapsed.count > 0 ? 1 : 0);
+  std::string text = report::render_text(table, {.indent = 2});
   if (shown < rows) {
     text += fmt::format("  ... and {} more with smaller peaks (all of them are in --json)\n",
                         rows - shown);
@@ -111,20 +127,25 @@ std::string processes_table(const RunRecord& record, double run_end) {
   return text;
 }
 
-std::string stages_table(const RunRecord& record) {
+}  // namespace
+
+report::Table run_stages_table(const RunRecord& record,
+                               const std::vector<const RunStage*>& stages) {
   const bool gpu = !record.tree_gpu.empty();
-  std::vector<TextTable::Column> columns{{"stage", false},        {"pid", true},
-                                         {"begin", true},         {"duration", true},
-                                         {"tree RSS peak", true}, {"end mark figures", false}};
-  if (gpu) columns.insert(columns.begin() + 5, TextTable::Column{"tree GPU peak", true});
+  std::vector<report::TextTable::Column> columns{
+      {"stage", false},   {"pid", true},           {"begin", true},
+      {"duration", true}, {"tree RSS peak", true}, {"end mark figures", false}};
+  if (gpu) columns.insert(columns.begin() + 5, report::TextTable::Column{"tree GPU peak", true});
   // In a distributed job, which rank ran each stage (by the pid that marked it).
   std::map<int, int> rank_of;
   for (const RunRank& r : record.ranks) {
     for (const int pid : r.pids) rank_of.emplace(pid, r.rank);
   }
-  if (!rank_of.empty()) columns.insert(columns.begin() + 2, TextTable::Column{"rank", true});
-  TextTable table(std::move(columns));
-  for (const RunStage& s : record.stages) {
+  if (!rank_of.empty())
+    columns.insert(columns.begin() + 2, report::TextTable::Column{"rank", true});
+  report::TextTable table(columns);
+  for (const RunStage* stage : stages) {
+    const RunStage& s = *stage;
     std::vector<std::string> row{s.name,
                                  std::to_string(s.pid),
                                  seconds_text(s.begin),
@@ -138,8 +159,12 @@ std::string stages_table(const RunRecord& record) {
     }
     table.add_row(std::move(row));
   }
-  return table.render(2);
+  report::Table out = table.table();
+  out.title = "Stages";
+  return out;
 }
+
+namespace {
 
 std::string optional_text(const std::optional<int>& value) {
   return value ? std::to_string(*value) : "-";
@@ -162,14 +187,16 @@ std::string spread_line(const std::vector<RunRank>& ranks, const char* what,
       spread.min->rank, format_bytes(spread.mean), spread.known, ranks.size());
 }
 
-std::string ranks_table(const RunRecord& record) {
+}  // namespace
+
+report::Table run_ranks_table(const RunRecord& record) {
   const std::vector<RunRank>& ranks = record.ranks;
   const bool gpu = !record.tree_gpu.empty();
   const bool shared =
       std::any_of(ranks.begin(), ranks.end(), [](const RunRank& r) { return r.pids.size() > 1; });
   // Columns appear only where they say something: GPU when watched, a rank's own process and
   // the upper bound when some rank has more than one process.
-  std::vector<TextTable::Column> columns{
+  std::vector<report::TextTable::Column> columns{
       {"rank", true}, {"local", true}, {"pid", true}, {"peak RSS", true}, {"source", false}};
   if (gpu) columns.push_back({"peak GPU", true});
   columns.push_back({"processes", true});
@@ -178,7 +205,7 @@ std::string ranks_table(const RunRecord& record) {
     columns.push_back({"sum of peaks", true});
   }
   columns.push_back({"stages", false});
-  TextTable table(std::move(columns));
+  report::TextTable table(columns);
   for (const RunRank& r : ranks) {
     std::vector<std::string> row{std::to_string(r.rank), optional_text(r.local_rank),
                                  std::to_string(r.pid), bytes_or_dash(r.peak_rss),
@@ -192,13 +219,25 @@ std::string ranks_table(const RunRecord& record) {
     row.push_back(joined_stages(r.stages));
     table.add_row(std::move(row));
   }
+  report::Table out = table.table();
+  out.title = "Ranks";
+  return out;
+}
+
+namespace {
+
+std::string ranks_text(const RunRecord& record) {
+  const std::vector<RunRank>& ranks = record.ranks;
+  const bool gpu = !record.tree_gpu.empty();
+  const bool shared =
+      std::any_of(ranks.begin(), ranks.end(), [](const RunRank& r) { return r.pids.size() > 1; });
   std::string variables;
   for (const RunRank& r : ranks) {
     if (variables.find(r.variable) == std::string::npos)
       variables += (variables.empty() ? "" : ", ") + r.variable;
   }
   std::string text = fmt::format("\nRanks (from each process's environment: {})\n", variables);
-  text += table.render(2);
+  text += report::render_text(run_ranks_table(record), {.indent = 2});
   text += spread_line(ranks, "Peak RSS", &RunRank::peak_rss);
   if (gpu) text += spread_line(ranks, "Peak GPU", &RunRank::peak_gpu);
   const std::optional<int> world = ranks.front().world_size;
@@ -219,7 +258,7 @@ std::string ranks_table(const RunRecord& record) {
 }  // namespace
 
 std::string shorten_command(const std::string& command, std::size_t width) {
-  if (display_width(command) <= width || width < 8) return command;
+  if (report::display_width(command) <= width || width < 8) return command;
   // Keep the program and the end of the arguments, which tell runs apart; cut on a code point.
   std::size_t head = 0;
   for (std::size_t points = 0; head < command.size() && points < width / 2; ++head) {
@@ -248,9 +287,14 @@ std::string format_run_summary(const RunRecord& record) {
   out += fmt::format("memscope run: {} after {}; {} process{} watched\n", exit,
                      seconds_text(record.duration), record.processes.size(),
                      record.processes.size() == 1 ? "" : "es");
-  out += "\nProcesses\n" + processes_table(record, record.duration);
-  if (!record.ranks.empty()) out += ranks_table(record);
-  if (!record.stages.empty()) out += "\nStages\n" + stages_table(record);
+  out += "\nProcesses\n" + processes_text(record);
+  if (!record.ranks.empty()) out += ranks_text(record);
+  if (!record.stages.empty()) {
+    std::vector<const RunStage*> all;
+    all.reserve(record.stages.size());
+    for (const RunStage& s : record.stages) all.push_back(&s);
+    out += "\nStages\n" + report::render_text(run_stages_table(record, all), {.indent = 2});
+  }
   const RunStage* peak_stage = stage_at(record, record.peak_tree_rss_t);
   out += fmt::format("\nTree peak: {} at {}{} (the sum of the tree's RSS, sampled every {:g} ms)\n",
                      bytes_or_dash(record.peak_tree_rss), seconds_text(record.peak_tree_rss_t),

@@ -6,14 +6,26 @@
 // Thread safety: pure. Errors: none.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
+#include "memscope/report.hpp"
 #include "run/run_record.hpp"
 
 namespace memscope::cli {
 
 [[nodiscard]] std::string format_run_summary(const RunRecord& record);
+
+// The summary's tables as values: the cells the terminal prints and the HTML page shows
+// (report_of_run), titled "Processes", "Stages" and "Ranks". The processes: the command and,
+// when `max_rows` is not 0, only the largest peaks up to `max_rows` rows; short-lived helpers
+// in one row (run_helpers.hpp). The stages: those given, in that order.
+[[nodiscard]] report::Table run_processes_table(const RunRecord& record, std::size_t max_rows);
+[[nodiscard]] report::Table run_stages_table(const RunRecord& record,
+                                             const std::vector<const RunStage*>& stages);
+[[nodiscard]] report::Table run_ranks_table(const RunRecord& record);
 
 // A size of the record ("1.21 GiB"), or "-" for the record's -1 (unknown).
 [[nodiscard]] std::string bytes_or_dash(std::int64_t bytes);

@@ -1,8 +1,8 @@
-// Rendering a Report as one self-contained page (html_report.hpp). The page is
+// Rendering a Report as one self-contained page (report_html.hpp). The page is
 // html/page.html with its markers replaced: the text parts (summary, notes, tables) as escaped
 // HTML, so they read without script; the chart's and the segment map's data as JSON for
 // html/report.js, which draws them with the embedded Chart.js.
-#include "report/html_report.hpp"
+#include "memscope/report_html.hpp"
 
 #include <cmath>
 #include <cstddef>
@@ -15,16 +15,15 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli.hpp"
 #include "common/atomic_file.hpp"
 #include "common/text.hpp"
 #include "common/utf8.hpp"
-#include "report/decimate.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/report_decimate.hpp"
+#include "memscope/report_json.hpp"
 #include "report/html_assets.hpp"
-#include "report/json_text.hpp"
-#include "report/report_builders.hpp"
 
-namespace memscope::cli {
+namespace memscope::report {
 
 namespace {
 
@@ -275,11 +274,11 @@ void write_html(const Report& report, const std::filesystem::path& path,
   try {
     detail::write_file_atomically(path, page);
   } catch (const std::exception& e) {
-    throw OutputFailure(
+    throw ReportWriteError(
         fmt::format("cannot write the HTML report {}: {} (check that the folder "
                     "exists and is writable)",
                     path.string(), e.what()));
   }
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

@@ -1,5 +1,6 @@
-// decimate() (tools/memscope/report/decimate.hpp): what an HTML report's lines keep of long series.
-#include "report/decimate.hpp"
+// decimate() (include/memscope/report_decimate.hpp): what an HTML report's lines keep of long
+// series.
+#include "memscope/report_decimate.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -7,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-namespace memscope::cli {
+namespace memscope::report {
 namespace {
 
 struct Input {
@@ -94,4 +95,4 @@ TEST(Decimate, LengthsThatDifferUseTheShorter) {
 }
 
 }  // namespace
-}  // namespace memscope::cli
+}  // namespace memscope::report

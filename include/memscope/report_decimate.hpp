@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <vector>
 
-namespace memscope::cli {
+namespace memscope::report {
 
 struct DecimatedSeries {
   std::vector<double> t;
@@ -28,4 +28,4 @@ inline constexpr std::size_t kMinDecimatedPoints = 8;
 [[nodiscard]] DecimatedSeries decimate(const std::vector<double>& t,
                                        const std::vector<double>& values, std::size_t max_points);
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

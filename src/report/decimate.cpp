@@ -1,5 +1,5 @@
 // Min/max bucket decimation (decimate.hpp).
-#include "report/decimate.hpp"
+#include "memscope/report_decimate.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-namespace memscope::cli {
+namespace memscope::report {
 
 namespace {
 
@@ -73,4 +73,4 @@ DecimatedSeries decimate(const std::vector<double>& t, const std::vector<double>
   return out;
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

@@ -1,15 +1,15 @@
-// report_to_json / report_from_json (tools/memscope/report/report_builders.hpp): a Report survives
+// report_to_json / report_from_json (include/memscope/report_json.hpp): a Report survives
 // the trip exactly, and bad input is refused naming the field.
 #include <string>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "cli.hpp"
-#include "report/report_builders.hpp"
-#include "report/report_model.hpp"
+#include "memscope/errors.hpp"
+#include "memscope/report.hpp"
+#include "memscope/report_json.hpp"
 
-namespace memscope::cli {
+namespace memscope::report {
 namespace {
 
 Report full() {
@@ -79,7 +79,7 @@ void expect_refused(const nlohmann::json& j, const std::string& field) {
   try {
     (void)report_from_json(j, "bad.json");
     ADD_FAILURE() << "accepted: " << j.dump();
-  } catch (const InputFailure& e) {
+  } catch (const ReportFormatError& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("bad.json"), std::string::npos) << what;
     EXPECT_NE(what.find(field), std::string::npos) << what;
@@ -109,4 +109,4 @@ TEST(ReportJson, BadInputNamesTheField) {
 }
 
 }  // namespace
-}  // namespace memscope::cli
+}  // namespace memscope::report

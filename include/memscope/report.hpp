@@ -1,6 +1,10 @@
-// What an HTML report shows, as plain values: the subcommands build a Report (from a run
-// recording, a replay, a snapshot or saved metrics) and html_report.hpp renders it into one
-// self-contained page. Times are seconds from the start of what is shown; memory in bytes.
+// The report layer's model: what memscope shows of a run, a replay, a snapshot or saved
+// metrics, as plain values. Producers (the memscope command's subcommands) build a Report and
+// format nothing; the renderings are report_text.hpp (the terminal), report_json.hpp (the
+// saved form) and report_html.hpp (one self-contained page). Times are seconds from the start
+// of what is shown; memory in bytes.
+//
+// Thread safety: plain values. Ownership: a Report owns all its data. Errors: none.
 #pragma once
 
 #include <cstdint>
@@ -9,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace memscope::cli {
+namespace memscope::report {
 
 // One line on the memory-over-time chart.
 struct Series {
@@ -81,4 +85,4 @@ struct Report {
   std::vector<std::string> notes;  // e.g. "RSS is sampled every 100 ms; peaks are exact (VmHWM)"
 };
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

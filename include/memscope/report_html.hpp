@@ -1,4 +1,4 @@
-// A Report (report_model.hpp) as one self-contained HTML page: Chart.js (Debian's libjs-chart.js,
+// A Report (report.hpp) as one self-contained HTML page: Chart.js (Debian's libjs-chart.js,
 // compiled in) draws memory over time with hover values, stage bands and the peak marker; a
 // canvas draws the segment map; tables are plain HTML. No network access is needed to open it.
 //
@@ -18,16 +18,16 @@
 // Every text is escaped (HTML, and the data's JSON in <script> holds no '<'); names that are
 // not valid UTF-8 have the bad bytes replaced by U+FFFD.
 //
-// Thread safety: pure functions. Errors: write_html() throws OutputFailure naming the file.
+// Thread safety: pure functions. Errors: write_html() throws ReportWriteError naming the file.
 #pragma once
 
 #include <cstddef>
 #include <filesystem>
 #include <string>
 
-#include "report/report_model.hpp"
+#include "memscope/report.hpp"
 
-namespace memscope::cli {
+namespace memscope::report {
 
 struct HtmlOptions {
   std::size_t max_points = 4000;  // per series, after decimation
@@ -38,4 +38,4 @@ struct HtmlOptions {
 void write_html(const Report& report, const std::filesystem::path& path,
                 const HtmlOptions& options = {});
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

@@ -1,9 +1,13 @@
-// JSON text that never refuses a string (json_text.hpp).
-#include "report/json_text.hpp"
+// JSON text that never refuses a string (report_json.hpp).
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
 
 #include "common/utf8.hpp"
+#include "memscope/report_json.hpp"
 
-namespace memscope::cli {
+namespace memscope::report {
 namespace {
 
 void write(std::string& out, const nlohmann::json& json, int indent, int depth) {
@@ -167,4 +171,4 @@ std::string json_text(const nlohmann::json& json, int indent) {
   return out;
 }
 
-}  // namespace memscope::cli
+}  // namespace memscope::report

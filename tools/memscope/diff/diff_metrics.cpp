@@ -85,9 +85,9 @@ struct Row {
   [[nodiscard]] double change() const { return numeric_both() ? number(*b) - number(*a) : 0.0; }
 };
 
-}  // namespace
-
-DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names) {
+// Every key of either file: memory first, the largest absolute change first; then the rest by
+// the largest relative change, keys in one file only last.
+std::vector<Row> metric_rows(const Metrics& a, const Metrics& b) {
   std::set<std::string, std::less<>> keys;
   for (const auto& [k, v] : a) keys.insert(k);
   for (const auto& [k, v] : b) keys.insert(k);
@@ -100,8 +100,6 @@ DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& nam
     row.kind = kind_of(key, row.a, row.b);
     rows.push_back(row);
   }
-  // Memory first, the largest absolute change first; then the rest by the largest relative
-  // change, keys in one file only last.
   const auto rank = [](const Row& r) {
     if (!r.numeric_both()) return 2;
     return r.kind == Kind::memory ? 0 : 1;
@@ -116,59 +114,88 @@ DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& nam
     if (rank(x) == 1) return relative(x) > relative(y);
     return false;
   });
+  return rows;
+}
 
+// How many keys changed, and how many are in one file only.
+struct KeyCounts {
+  std::size_t changed = 0;
+  std::size_t only_a = 0;
+  std::size_t only_b = 0;
+};
+
+// The change column: a signed figure, "only in A/B", "changed" (text) or "" (equal).
+std::string change_cell(const Row& r, KeyCounts& counts) {
+  if (r.numeric_both()) {
+    if (r.change() != 0.0) ++counts.changed;
+    return change_text(r.change(), r.kind);
+  }
+  if (r.a == nullptr) {
+    ++counts.only_b;
+    return "only in B";
+  }
+  if (r.b == nullptr) {
+    ++counts.only_a;
+    return "only in A";
+  }
+  if (text_of(r.a, r.kind) != text_of(r.b, r.kind)) {
+    ++counts.changed;
+    return "changed";
+  }
+  return "";
+}
+
+// "largest memory change: train_mem_gpu_alloc_delta +1.00 GiB (+50.0%); 3 of 9 keys changed, 1
+// only in A, 0 only in B".
+std::string metrics_verdict(const std::vector<Row>& rows, const KeyCounts& counts) {
+  std::string summary;
+  const auto biggest = std::find_if(rows.begin(), rows.end(), [](const Row& r) {
+    return r.kind == Kind::memory && r.numeric_both() && r.change() != 0.0;
+  });
+  if (biggest != rows.end()) {
+    const std::string pct = percent_change(number(*biggest->a), number(*biggest->b));
+    summary = fmt::format("largest memory change: {} {}{}", biggest->key,
+                          change_text(biggest->change(), Kind::memory),
+                          pct.empty() ? "" : " (" + pct + ")");
+  } else {
+    summary = "no memory metric changed";
+  }
+  summary += fmt::format("; {} of {} keys changed, {} only in A, {} only in B", counts.changed,
+                         rows.size(), counts.only_a, counts.only_b);
+  return summary;
+}
+
+nlohmann::json row_json(const Row& r) {
+  return {{"stage", stage_of(r.key)},
+          {"key", r.key},
+          {"a", value_json(r.a)},
+          {"b", value_json(r.b)},
+          {"change", r.numeric_both() ? nlohmann::json(r.change()) : nullptr},
+          {"change_pct", r.numeric_both() ? percent_json(number(*r.a), number(*r.b)) : nullptr}};
+}
+
+}  // namespace
+
+DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names) {
+  const std::vector<Row> rows = metric_rows(a, b);
   DiffOutput out;
   out.json = diff_json("metrics", names);
   nlohmann::json json_rows = nlohmann::json::array();
   report::TextTable table(
       {{"stage"}, {"key"}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
-  std::size_t changed = 0;
-  std::size_t only_a = 0;
-  std::size_t only_b = 0;
+  KeyCounts counts;
   for (const Row& r : rows) {
-    std::string change;
-    std::string pct;
-    if (r.numeric_both()) {
-      change = change_text(r.change(), r.kind);
-      pct = percent_change(number(*r.a), number(*r.b));
-      if (r.change() != 0.0) ++changed;
-    } else if (r.a == nullptr) {
-      change = "only in B";
-      ++only_b;
-    } else if (r.b == nullptr) {
-      change = "only in A";
-      ++only_a;
-    } else if (text_of(r.a, r.kind) != text_of(r.b, r.kind)) {
-      change = "changed";
-      ++changed;
-    }
+    const std::string change = change_cell(r, counts);
+    const std::string pct =
+        r.numeric_both() ? percent_change(number(*r.a), number(*r.b)) : std::string();
     if (table.rows() < names.top) {
       table.add_row(
           {stage_of(r.key), r.key, text_of(r.a, r.kind), text_of(r.b, r.kind), change, pct});
     }
-    json_rows.push_back(
-        {{"stage", stage_of(r.key)},
-         {"key", r.key},
-         {"a", value_json(r.a)},
-         {"b", value_json(r.b)},
-         {"change", r.numeric_both() ? nlohmann::json(r.change()) : nullptr},
-         {"change_pct", r.numeric_both() ? percent_json(number(*r.a), number(*r.b)) : nullptr}});
+    json_rows.push_back(row_json(r));
   }
   out.json["rows"] = std::move(json_rows);
-
-  const auto biggest = std::find_if(rows.begin(), rows.end(), [](const Row& r) {
-    return r.kind == Kind::memory && r.numeric_both() && r.change() != 0.0;
-  });
-  if (biggest != rows.end()) {
-    std::string pct = percent_change(number(*biggest->a), number(*biggest->b));
-    out.summary = fmt::format("largest memory change: {} {}{}", biggest->key,
-                              change_text(biggest->change(), Kind::memory),
-                              pct.empty() ? "" : " (" + pct + ")");
-  } else {
-    out.summary = "no memory metric changed";
-  }
-  out.summary += fmt::format("; {} of {} keys changed, {} only in A, {} only in B", changed,
-                             rows.size(), only_a, only_b);
+  out.summary = metrics_verdict(rows, counts);
   out.json["summary"] = out.summary;
   out.text = fmt::format("metrics: A = {}, B = {}\n", names.a, names.b) + table.render();
   if (rows.size() > table.rows()) {

@@ -200,21 +200,21 @@ std::vector<ProcessPair> match_processes(const RunRecord& a, const RunRecord& b)
   return out;
 }
 
-}  // namespace
-
-DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names) {
-  DiffOutput out;
-  out.json = diff_json("runs", names);
-
-  // The whole run.
-  std::vector<Line> overall = {
-      {"run", "duration", false, a.duration, b.duration},
-      {"run", "tree RSS peak (sampled)", true, known(a.peak_tree_rss), known(b.peak_tree_rss)},
-  };
-
-  // Stages.
+// What two runs' comparison found, before it is printed: the lines of each table and where the
+// verdict points (indices into `stages` and `commands`).
+struct RunComparison {
+  std::vector<Line> overall;  // the whole run: duration, then the tree RSS peak
   std::vector<Line> stages;
-  const Line* biggest_stage = nullptr;
+  std::vector<Line> commands;           // the largest change first
+  std::vector<std::string> matched_by;  // per command: how its two processes were paired
+  std::optional<std::size_t> biggest_stage;
+  std::optional<std::size_t> biggest_process;
+};
+
+// Per stage matched by name and occurrence: duration, sampled tree RSS and GPU peaks, and the
+// end marks' figures (deltas may be negative; they are bytes all the same).
+std::vector<Line> stage_lines(const RunRecord& a, const RunRecord& b) {
+  std::vector<Line> stages;
   for (const auto& [sa, sb] : match(a.stages, b.stages, [](const RunStage& s) { return s.name; })) {
     const std::string name = (sa != nullptr ? sa : sb)->name;
     stages.push_back({name, "duration", false, duration(sa), duration(sb)});
@@ -226,30 +226,37 @@ DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& na
                         sb ? known(sb->gpu_peak) : std::nullopt});
     }
     std::set<std::string> keys;
-    if (sa)
-      for (const auto& [k, v] : sa->metrics) keys.insert(k);
-    if (sb)
-      for (const auto& [k, v] : sb->metrics) keys.insert(k);
+    for (const RunStage* s : {sa, sb}) {
+      if (s == nullptr) continue;
+      for (const auto& [k, v] : s->metrics) keys.insert(k);
+    }
     for (const std::string& k : keys) {
       const auto get = [&](const RunStage* s) -> Value {
         if (s == nullptr) return std::nullopt;
         const auto it = s->metrics.find(k);
         return it == s->metrics.end() ? std::nullopt : Value(static_cast<double>(it->second));
       };
-      // Deltas may be negative; they are bytes all the same (the end marks' figures).
-      Line l{name, k, true, get(sa), get(sb)};
-      stages.push_back(l);
+      stages.push_back({name, k, true, get(sa), get(sb)});
     }
   }
-  for (const Line& l : stages) {
-    if (l.figure != "tree RSS peak (sampled)" || !l.both()) continue;
-    if (biggest_stage == nullptr || std::fabs(l.change()) > std::fabs(biggest_stage->change())) {
-      biggest_stage = &l;
-    }
-  }
+  return stages;
+}
 
-  // Processes: by command line, then program and script, then role (the command itself, a
-  // rank, the n-th run of a program), so a renamed script still meets its old self.
+// The stage whose sampled tree RSS peak changed most.
+std::optional<std::size_t> biggest_stage(const std::vector<Line>& stages) {
+  std::optional<std::size_t> biggest;
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const Line& l = stages[i];
+    if (l.figure != "tree RSS peak (sampled)" || !l.both()) continue;
+    if (!biggest || std::fabs(l.change()) > std::fabs(stages[*biggest].change())) biggest = i;
+  }
+  return biggest;
+}
+
+// Processes: by command line, then program and script, then role (the command itself, a rank,
+// the n-th run of a program), so a renamed script still meets its old self; the largest change
+// first.
+void add_command_lines(const RunRecord& a, const RunRecord& b, RunComparison& out) {
   std::vector<Line> commands;
   std::vector<std::string> matched_by;
   for (const ProcessPair& pair : match_processes(a, b)) {
@@ -263,45 +270,93 @@ DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& na
                         pb ? known(pb->peak_rss) : std::nullopt});
     matched_by.push_back(pair.how);
   }
-  {
-    std::vector<std::size_t> order(commands.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-      return std::fabs(commands[x].change()) > std::fabs(commands[y].change());
-    });
-    std::vector<Line> sorted;
-    std::vector<std::string> how;
-    for (const std::size_t i : order) {
-      sorted.push_back(commands[i]);
-      how.push_back(matched_by[i]);
-    }
-    commands = std::move(sorted);
-    matched_by = std::move(how);
+  std::vector<std::size_t> order(commands.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return std::fabs(commands[x].change()) > std::fabs(commands[y].change());
+  });
+  for (const std::size_t i : order) {
+    out.commands.push_back(commands[i]);
+    out.matched_by.push_back(matched_by[i]);
   }
-  // A verdict never names a process under 1% of the peak (a shim's few KiB): the largest
-  // change among the processes that matter.
+}
+
+// A verdict never names a process under 1% of the peak (a shim's few KiB): the largest change
+// among the processes that matter.
+std::optional<std::size_t> biggest_process(const RunRecord& a, const RunRecord& b,
+                                           const std::vector<Line>& commands) {
   std::int64_t peak_of_runs = std::max(a.peak_tree_rss, b.peak_tree_rss);
   for (const RunRecord* r : {&a, &b}) {
     for (const RunProcess& p : r->processes) peak_of_runs = std::max(peak_of_runs, p.peak_rss);
   }
-  const Line* biggest_process = nullptr;
-  for (const Line& l : commands) {
+  for (std::size_t i = 0; i < commands.size(); ++i) {
+    const Line& l = commands[i];
     if (!l.both() || l.change() == 0.0) continue;
     if (std::max(*l.a, *l.b) < kVerdictShare * static_cast<double>(peak_of_runs)) continue;
-    biggest_process = &l;
-    break;
+    return i;
   }
+  return std::nullopt;
+}
 
+RunComparison compare_runs(const RunRecord& a, const RunRecord& b) {
+  RunComparison c;
+  c.overall = {
+      {"run", "duration", false, a.duration, b.duration},
+      {"run", "tree RSS peak (sampled)", true, known(a.peak_tree_rss), known(b.peak_tree_rss)},
+  };
+  c.stages = stage_lines(a, b);
+  c.biggest_stage = biggest_stage(c.stages);
+  add_command_lines(a, b, c);
+  c.biggest_process = biggest_process(a, b, c.commands);
+  return c;
+}
+
+std::string shortened(std::string command) {
+  if (command.size() > 60) command = command.substr(0, 57) + "...";
+  return command;
+}
+
+// "peak tree RSS +1.00 GiB (+50.0%), mostly stage train (+1.00 GiB); the process that changed
+// most: python3 train.py (+1.00 GiB peak RSS)".
+std::string run_verdict(const RunComparison& c) {
+  std::string summary;
+  const Line& peak = c.overall[1];
+  if (peak.both()) {
+    const std::string pct = percent_change(*peak.a, *peak.b);
+    summary =
+        fmt::format("peak tree RSS {}{}", signed_bytes(static_cast<std::int64_t>(peak.change())),
+                    pct.empty() ? "" : " (" + pct + ")");
+  } else {
+    summary = "peak tree RSS unknown in one run";
+  }
+  if (c.biggest_stage && c.stages[*c.biggest_stage].change() != 0.0) {
+    const Line& stage = c.stages[*c.biggest_stage];
+    summary += fmt::format(", mostly stage {} ({})", stage.where,
+                           signed_bytes(static_cast<std::int64_t>(stage.change())));
+  }
+  if (c.biggest_process) {
+    const Line& process = c.commands[*c.biggest_process];
+    summary +=
+        fmt::format("; the process that changed most: {} ({} peak RSS)", shortened(process.where),
+                    signed_bytes(static_cast<std::int64_t>(process.change())));
+  }
+  return summary;
+}
+
+// The tables (the first `top` rows of each; the JSON has them all) and the verdict.
+DiffOutput render_run_comparison(const RunComparison& c, const DiffNames& names) {
+  DiffOutput out;
+  out.json = diff_json("runs", names);
   Json overall_json = Json::array();
   Json stages_json = Json::array();
   Json commands_json = Json::array();
   report::TextTable overall_table = make_table("");
-  for (const Line& l : overall) {
+  for (const Line& l : c.overall) {
     overall_table.add_row(cells(l));
     overall_json.push_back(line_json(l));
   }
   report::TextTable stage_table = make_table("stage");
-  for (const Line& l : stages) {
+  for (const Line& l : c.stages) {
     if (stage_table.rows() < names.top * 4) stage_table.add_row(cells(l));
     stages_json.push_back(line_json(l));
   }
@@ -312,41 +367,22 @@ DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& na
                                    {"change", true},
                                    {"change %", true},
                                    {"matched by"}});
-  for (std::size_t i = 0; i < commands.size(); ++i) {
-    const Line& l = commands[i];
+  for (std::size_t i = 0; i < c.commands.size(); ++i) {
+    const Line& l = c.commands[i];
     if (command_table.rows() < names.top) {
-      std::vector<std::string> c = cells(l);
-      if (c[0].size() > 60) c[0] = c[0].substr(0, 57) + "...";
-      c.push_back(matched_by[i]);
-      command_table.add_row(std::move(c));
+      std::vector<std::string> row = cells(l);
+      row[0] = shortened(row[0]);
+      row.push_back(c.matched_by[i]);
+      command_table.add_row(std::move(row));
     }
     Json row = line_json(l);
-    row["matched_by"] = matched_by[i];
+    row["matched_by"] = c.matched_by[i];
     commands_json.push_back(std::move(row));
   }
   out.json["run"] = std::move(overall_json);
   out.json["stages"] = std::move(stages_json);
   out.json["commands"] = std::move(commands_json);
-
-  const Line& peak = overall[1];
-  if (peak.both()) {
-    const std::string pct = percent_change(*peak.a, *peak.b);
-    out.summary =
-        fmt::format("peak tree RSS {}{}", signed_bytes(static_cast<std::int64_t>(peak.change())),
-                    pct.empty() ? "" : " (" + pct + ")");
-  } else {
-    out.summary = "peak tree RSS unknown in one run";
-  }
-  if (biggest_stage != nullptr && biggest_stage->change() != 0.0) {
-    out.summary += fmt::format(", mostly stage {} ({})", biggest_stage->where,
-                               signed_bytes(static_cast<std::int64_t>(biggest_stage->change())));
-  }
-  if (biggest_process != nullptr) {
-    std::string command = biggest_process->where;
-    if (command.size() > 60) command = command.substr(0, 57) + "...";
-    out.summary += fmt::format("; the process that changed most: {} ({} peak RSS)", command,
-                               signed_bytes(static_cast<std::int64_t>(biggest_process->change())));
-  }
+  out.summary = run_verdict(c);
   out.json["summary"] = out.summary;
 
   out.text = fmt::format("runs: A = {}, B = {}\n", names.a, names.b) + overall_table.render();
@@ -359,6 +395,12 @@ DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& na
   }
   out.text += "\n" + out.summary + "\n";
   return out;
+}
+
+}  // namespace
+
+DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names) {
+  return render_run_comparison(compare_runs(a, b), names);
 }
 
 }  // namespace memscope::cli

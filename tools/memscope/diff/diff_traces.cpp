@@ -107,19 +107,17 @@ std::size_t get(const std::map<std::string, std::size_t>& m, const std::string& 
   return it == m.end() ? 0 : it->second;
 }
 
-}  // namespace
+// One allocation site's live bytes at the peak of live bytes and at the end, in A and B.
+struct Site {
+  std::string where;
+  std::size_t peak_a = 0, peak_b = 0, end_a = 0, end_b = 0;
+  [[nodiscard]] std::int64_t peak_change() const { return signed_change(peak_a, peak_b); }
+  [[nodiscard]] std::int64_t end_change() const { return signed_change(end_a, end_b); }
+};
 
-DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const DiffNames& names,
-                       std::optional<std::int64_t> device) {
-  const TraceFigures fa = figures_of(a, names.a, device);
-  const TraceFigures fb = figures_of(b, names.b, device);
-
-  struct Site {
-    std::string where;
-    std::size_t peak_a = 0, peak_b = 0, end_a = 0, end_b = 0;
-    [[nodiscard]] std::int64_t peak_change() const { return signed_change(peak_a, peak_b); }
-    [[nodiscard]] std::int64_t end_change() const { return signed_change(end_a, end_b); }
-  };
+// Every site of either trace: the biggest growth at the peak first, then at the end; shrinking
+// sites after.
+std::vector<Site> site_rows(const TraceFigures& fa, const TraceFigures& fb) {
   std::map<std::string, Site> sites;
   for (const auto* m : {&fa.at_peak, &fb.at_peak, &fa.at_end, &fb.at_end}) {
     for (const auto& [where, bytes] : *m) sites[where].where = where;
@@ -132,25 +130,34 @@ DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const Dif
     s.end_b = get(fb.at_end, where);
     rows.push_back(s);
   }
-  // The biggest growth at the peak first, then at the end; shrinking sites after.
   std::stable_sort(rows.begin(), rows.end(), [](const Site& x, const Site& y) {
     if (x.peak_change() != y.peak_change()) return x.peak_change() > y.peak_change();
     return x.end_change() > y.end_change();
   });
+  return rows;
+}
 
-  DiffOutput out;
-  out.json = diff_json("traces", names);
-  const auto trace_json = [](const TraceFigures& f) {
-    return Json{{"device", f.device},
-                {"events", f.events},
-                {"peak_reserved", f.peak_reserved},
-                {"peak_live", f.peak_live},
-                {"live_at_end", f.live_at_end},
-                {"peak_stage", f.peak_stage}};
-  };
-  out.json["trace_a"] = trace_json(fa);
-  out.json["trace_b"] = trace_json(fb);
+Json trace_json(const TraceFigures& f) {
+  return Json{{"device", f.device},
+              {"events", f.events},
+              {"peak_reserved", f.peak_reserved},
+              {"peak_live", f.peak_live},
+              {"live_at_end", f.live_at_end},
+              {"peak_stage", f.peak_stage}};
+}
 
+Json site_json(const Site& s) {
+  return {{"site", s.where},
+          {"peak_a", s.peak_a},
+          {"peak_b", s.peak_b},
+          {"peak_change", s.peak_change()},
+          {"end_a", s.end_a},
+          {"end_b", s.end_b},
+          {"end_change", s.end_change()}};
+}
+
+// Peak reserved, peak live and live at the end of both traces.
+report::TextTable totals_table(const TraceFigures& fa, const TraceFigures& fb) {
   report::TextTable totals({{""}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
   const auto total = [&](const char* what, std::size_t x, std::size_t y) {
     totals.add_row({what, format_size(x), format_size(y), signed_bytes(signed_change(x, y)),
@@ -160,7 +167,43 @@ DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const Dif
         static_cast<std::size_t>(fb.peak_reserved));
   total("peak live", fa.peak_live, fb.peak_live);
   total("live at the end", fa.live_at_end, fb.live_at_end);
+  return totals;
+}
 
+// "peak live +312.00 MiB (+14.0%), mostly model.py:212 forward (+300.00 MiB)": "mostly" names
+// the site whose change at the peak goes the same way and is the largest.
+std::string trace_verdict(const TraceFigures& fa, const TraceFigures& fb,
+                          const std::vector<Site>& rows) {
+  const std::int64_t peak_change = signed_change(fa.peak_live, fb.peak_live);
+  const std::string pct =
+      percent_change(static_cast<double>(fa.peak_live), static_cast<double>(fb.peak_live));
+  std::string summary =
+      fmt::format("peak live {}{}", signed_bytes(peak_change), pct.empty() ? "" : " (" + pct + ")");
+  const Site* mostly = nullptr;
+  for (const Site& s : rows) {
+    if (s.peak_change() == 0 || (s.peak_change() > 0) != (peak_change > 0)) continue;
+    if (mostly == nullptr || std::llabs(s.peak_change()) > std::llabs(mostly->peak_change())) {
+      mostly = &s;
+    }
+  }
+  if (peak_change != 0 && mostly != nullptr) {
+    summary += fmt::format(", mostly {} ({})", mostly->where, signed_bytes(mostly->peak_change()));
+  }
+  return summary;
+}
+
+}  // namespace
+
+DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const DiffNames& names,
+                       std::optional<std::int64_t> device) {
+  const TraceFigures fa = figures_of(a, names.a, device);
+  const TraceFigures fb = figures_of(b, names.b, device);
+  const std::vector<Site> rows = site_rows(fa, fb);
+
+  DiffOutput out;
+  out.json = diff_json("traces", names);
+  out.json["trace_a"] = trace_json(fa);
+  out.json["trace_b"] = trace_json(fb);
   report::TextTable table({{"site"},
                            {"peak A", true},
                            {"peak B", true},
@@ -178,38 +221,15 @@ DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const Dif
                      signed_bytes(s.peak_change()), format_size(s.end_a), format_size(s.end_b),
                      signed_bytes(s.end_change())});
     }
-    sites_json.push_back({{"site", s.where},
-                          {"peak_a", s.peak_a},
-                          {"peak_b", s.peak_b},
-                          {"peak_change", s.peak_change()},
-                          {"end_a", s.end_a},
-                          {"end_b", s.end_b},
-                          {"end_change", s.end_change()}});
+    sites_json.push_back(site_json(s));
   }
   out.json["sites"] = std::move(sites_json);
-
-  const std::int64_t peak_change = signed_change(fa.peak_live, fb.peak_live);
-  const std::string pct =
-      percent_change(static_cast<double>(fa.peak_live), static_cast<double>(fb.peak_live));
-  out.summary =
-      fmt::format("peak live {}{}", signed_bytes(peak_change), pct.empty() ? "" : " (" + pct + ")");
-  // "mostly": the site whose change at the peak goes the same way and is the largest.
-  const Site* mostly = nullptr;
-  for (const Site& s : rows) {
-    if (s.peak_change() == 0 || (s.peak_change() > 0) != (peak_change > 0)) continue;
-    if (mostly == nullptr || std::llabs(s.peak_change()) > std::llabs(mostly->peak_change())) {
-      mostly = &s;
-    }
-  }
-  if (peak_change != 0 && mostly != nullptr) {
-    out.summary +=
-        fmt::format(", mostly {} ({})", mostly->where, signed_bytes(mostly->peak_change()));
-  }
+  out.summary = trace_verdict(fa, fb, rows);
   out.json["summary"] = out.summary;
 
   out.text = fmt::format("traces: A = {} (device {}, {} events), B = {} (device {}, {} events)\n",
                          names.a, fa.device, fa.events, names.b, fb.device, fb.events) +
-             totals.render() +
+             totals_table(fa, fb).render() +
              "\nlive bytes by allocation site at the peak of live bytes and at the end, the "
              "biggest growth first:\n";
   out.text += table.empty() ? "  no site changed\n" : table.render(2);

@@ -12,16 +12,20 @@
 // Between iterations what a step left live is freed (and allocated again by the next iteration's
 // starting set), in both memscope and the models.
 //
-// Usage: memscope_corpus_bench [--iterations N] [--capacity] [--doc docs/benchmarks.md] [trace...]
+// Usage: memscope_corpus_bench [--iterations N] [--capacity | --policies] [--doc docs/benchmarks.md]
+//                             [trace...]
 //   --doc FILE: replace the text between "<!-- corpus-table:begin -->" and
 //   "<!-- corpus-table:end -->" in FILE with the table (make bench does).
 //   --capacity: instead, at capacity (issue 25): the smallest simulated device on which each
 //   trace replays without running out of memory, memscope's default rules against PyTorch's
 //   (bench/capacity_fit.hpp), for 1 iteration and for N back to back, on a 2 MiB grid; with
 //   --doc, into the "capacity-table" section.
+//   --policies: instead, memscope with expandable segments under each page-recycling policy
+//   (never, at_limit, above_peak, always), 10 iterations; with --doc, into "policy-table".
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <exception>
@@ -198,6 +202,59 @@ std::string steady_state_table(const std::vector<std::filesystem::path>& traces,
   return table;
 }
 
+// The table of every trace and the synthetic three-stream steps under each page-recycling
+// policy of expandable segments (--policies): iteration 1 -> iteration N (worst), and map+unmap
+// calls per 1,000 ops; the goal as in the steady-state table.
+std::string policies_table(const std::vector<std::filesystem::path>& traces, int iterations,
+                           std::chrono::steady_clock::time_point start) {
+  constexpr std::array<const char*, 4> kPolicies{"never", "at_limit", "above_peak", "always"};
+  std::string table = fmt::format(
+      "Each cell: memscope with expandable_segments:true and that "
+      "expandable_segments_recycling policy, peak reserved / peak live in iteration 1 -> "
+      "iteration {} (worst of all {}), map+unmap calls per 1,000 ops; * the goal met (≤ 1.003 "
+      "in every iteration, iteration {} ≤ iteration 1 + 0.0005).\n\n| trace |",
+      iterations, iterations, iterations);
+  for (const char* policy : kPolicies) table += fmt::format(" `{}` | maps |", policy);
+  table += "\n|---|";
+  for (std::size_t i = 0; i < kPolicies.size(); ++i) table += "---|---:|";
+  table += "\n";
+  std::array<int, kPolicies.size()> met{};
+  const auto add_row = [&](const std::string& name, const ReplayPlan& plan) {
+    table += fmt::format("| {} |", name);
+    for (std::size_t i = 0; i < kPolicies.size(); ++i) {
+      const Series x = memscope::bench::memscope_steady_state(
+          plan, fmt::format("expandable_segments:true,expandable_segments_recycling:{}",
+                            kPolicies[i]),
+          iterations);
+      const bool ok = expandable_goal(x);
+      met[i] += ok ? 1 : 0;
+      table += fmt::format(" {:.4f} -> {:.4f} ({:.4f}){} | {:.2f} |", x.ratios.front(),
+                           x.ratios.back(), *std::max_element(x.ratios.begin(), x.ratios.end()),
+                           ok ? " *" : "", x.maps_per_1k);
+    }
+    table += "\n";
+  };
+  for (const auto& path : traces) {
+    try {
+      const std::optional<ReplayPlan> first = first_device_plan(path);
+      if (first) add_row(short_name(path), *first);
+    } catch (const std::exception& e) {
+      table += fmt::format("| {} | unreadable: {} |\n", short_name(path), e.what());
+    }
+  }
+  for (const std::uint64_t seed : {1U, 2U, 3U}) {
+    add_row(fmt::format("synthetic 3-stream training step (seed {})", seed),
+            memscope::bench::three_stream_training_step(seed));
+  }
+  table += fmt::format("\n{} traces from {} and 3 synthetic, {} iterations each, in {:.1f} s; goal met:",
+                       traces.size(), memscope::corpus::traces_dir().string(), iterations,
+                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  for (std::size_t i = 0; i < kPolicies.size(); ++i) {
+    table += fmt::format("{} `{}` {}", i == 0 ? "" : ",", kPolicies[i], met[i]);
+  }
+  return table + ".\n";
+}
+
 // Prints `table`, and writes it into `doc`'s `section` when a doc is named; the exit status.
 int print_table(const std::string& table, const std::string& doc, const std::string& section) {
   fmt::print("{}", table);
@@ -218,6 +275,7 @@ int main(int argc, char** argv) {
   int iterations = 10;
   std::string doc;
   bool capacity = false;
+  bool policies = false;
   std::vector<std::filesystem::path> traces;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -225,10 +283,12 @@ int main(int argc, char** argv) {
       iterations = std::max(2, std::atoi(argv[++i]));
     } else if (arg == "--capacity") {
       capacity = true;
+    } else if (arg == "--policies") {
+      policies = true;
     } else if (arg == "--doc" && i + 1 < argc) {
       doc = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
-      fmt::print("usage: {} [--iterations N] [--capacity] [--doc FILE] [trace...]\n", argv[0]);
+      fmt::print("usage: {} [--iterations N] [--capacity | --policies] [--doc FILE] [trace...]\n", argv[0]);
       return 0;
     } else {
       traces.emplace_back(arg);
@@ -241,6 +301,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();
+  if (policies) return print_table(policies_table(traces, iterations, start), doc, "policy-table");
   if (!capacity)
     return print_table(steady_state_table(traces, iterations, start), doc, "corpus-table");
   int ok = 0;

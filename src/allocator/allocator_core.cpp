@@ -107,6 +107,9 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
       // A split remainder no longer strands memory in a segment (its pages can be unmapped),
       // so, as PyTorch does with expandable segments, every remainder of 512 bytes is split off.
       split_every_remainder_(config.expandable_segments),
+      places_by_address_(config.expandable_segments &&
+                         (config.page_recycling == AllocatorConfig::PageRecycling::above_peak ||
+                          config.page_recycling == AllocatorConfig::PageRecycling::always)),
       poison_(kAsan && config.poison_freed && backend.memory_kind() == MemoryKind::host),
       memory_limit_(config.memory_limit(backend.capacity())),
       rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
@@ -252,7 +255,8 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (size <= detail::kLargestRequest) {
     small = detail::is_small(rounded);
     FreeBins& bins = small ? pools.small : pools.large;
-    block = take_cached(bins, rounded);
+    if (places_by_address_) block = place_by_address(pools, small, rounded);
+    if (block == nullptr) block = take_cached(bins, rounded);
     if (block == nullptr && call_free_memory_callbacks()) block = take_cached(bins, rounded);
     if (block == nullptr) {
       if (config_.garbage_collection_threshold > 0.0) garbage_collect();

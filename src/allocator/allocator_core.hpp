@@ -198,6 +198,16 @@ class AllocatorCore {
   // where cached and unmapped space together fit it, taken out of the bins; nullptr when the
   // memory (or the address range) is not there.
   [[nodiscard]] detail::Block* grow(StreamPools& pools, bool small, std::size_t rounded);
+  // grow() on a given run of `s`: from `start` to `last`, cached and unmapped blocks that
+  // together hold `rounded` bytes.
+  [[nodiscard]] detail::Block* grow_run(detail::Segment* s, detail::Block* start,
+                                        detail::Block* last, std::size_t rounded);
+  // Placement by address space (expandable_segments_placement:address): best fit among the
+  // runs of free address space (cached and unmapped blocks together), whatever is mapped,
+  // the run at the end of the growing range last; maps what the run lacks. nullptr when no
+  // run fits or the memory is not there (the caller falls back to grow()).
+  [[nodiscard]] detail::Block* place_by_address(StreamPools& pools, bool small,
+                                                std::size_t rounded);
   [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
                                                     std::size_t at_least);
   // Makes `segment` (or none) the pool's growing segment, whose FrontCacheRoom its bins keep.
@@ -325,6 +335,7 @@ class AllocatorCore {
   std::size_t split_limit_;  // blocks this big are never split: max_split_size (see ctor)
   // Expandable segments are on (every segment is one): large blocks split like small ones.
   bool split_every_remainder_;
+  bool places_by_address_;  // expandable segments whose pages move: place_by_address()
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding

@@ -399,6 +399,10 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
   Block* last = nullptr;
   Segment* s = run_to_grow(pools, small, rounded, start, last);
   if (s == nullptr) return nullptr;
+  return grow_run(s, start, last, rounded);
+}
+
+Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_t rounded) {
   const std::size_t page = s->page;
   // What the run lacks: whole pages at the front of its unmapped blocks.
   struct Piece {

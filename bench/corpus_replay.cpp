@@ -12,7 +12,8 @@
 // Between iterations what a step left live is freed (and allocated again by the next iteration's
 // starting set), in both memscope and the models.
 //
-// Usage: memscope_corpus_bench [--iterations N] [--capacity | --policies] [--doc docs/benchmarks.md]
+// Usage: memscope_corpus_bench [--iterations N] [--capacity | --policies] [--doc
+// docs/benchmarks.md]
 //                             [trace...]
 //   --doc FILE: replace the text between "<!-- corpus-table:begin -->" and
 //   "<!-- corpus-table:end -->" in FILE with the table (make bench does).
@@ -223,8 +224,8 @@ std::string policies_table(const std::vector<std::filesystem::path>& traces, int
     table += fmt::format("| {} |", name);
     for (std::size_t i = 0; i < kPolicies.size(); ++i) {
       const Series x = memscope::bench::memscope_steady_state(
-          plan, fmt::format("expandable_segments:true,expandable_segments_recycling:{}",
-                            kPolicies[i]),
+          plan,
+          fmt::format("expandable_segments:true,expandable_segments_recycling:{}", kPolicies[i]),
           iterations);
       const bool ok = expandable_goal(x);
       met[i] += ok ? 1 : 0;
@@ -246,9 +247,10 @@ std::string policies_table(const std::vector<std::filesystem::path>& traces, int
     add_row(fmt::format("synthetic 3-stream training step (seed {})", seed),
             memscope::bench::three_stream_training_step(seed));
   }
-  table += fmt::format("\n{} traces from {} and 3 synthetic, {} iterations each, in {:.1f} s; goal met:",
-                       traces.size(), memscope::corpus::traces_dir().string(), iterations,
-                       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  table +=
+      fmt::format("\n{} traces from {} and 3 synthetic, {} iterations each, in {:.1f} s; goal met:",
+                  traces.size(), memscope::corpus::traces_dir().string(), iterations,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   for (std::size_t i = 0; i < kPolicies.size(); ++i) {
     table += fmt::format("{} `{}` {}", i == 0 ? "" : ",", kPolicies[i], met[i]);
   }
@@ -288,7 +290,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--doc" && i + 1 < argc) {
       doc = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
-      fmt::print("usage: {} [--iterations N] [--capacity | --policies] [--doc FILE] [trace...]\n", argv[0]);
+      fmt::print("usage: {} [--iterations N] [--capacity | --policies] [--doc FILE] [trace...]\n",
+                 argv[0]);
       return 0;
     } else {
       traces.emplace_back(arg);

@@ -20,7 +20,9 @@ using detail::Segment;
 
 namespace {
 
-bool is_free(const Block* b) noexcept { return b != nullptr && (b->cached || b->unmapped); }
+bool is_free(const Block* b) noexcept {
+  return b != nullptr && (b->cached || b->unmapped);
+}
 
 }  // namespace
 
@@ -29,7 +31,8 @@ Block* AllocatorCore::place_by_address(StreamPools& pools, bool small, std::size
   if (growing == nullptr) return nullptr;
   detail::FreeBins& bins = small ? pools.small : pools.large;
   // Best fit among the runs that end before the end of the growing range (smallest, then
-  // lowest address); the run reaching that end only when none fits.
+  // lowest address); the run reaching that end only when none fits. A range too full for the
+  // request (reserved under a lower limit) has none: grow() then opens another.
   Block* best = nullptr;
   std::size_t best_bytes = 0;
   Block* open_end = nullptr;
@@ -38,10 +41,10 @@ Block* AllocatorCore::place_by_address(StreamPools& pools, bool small, std::size
     std::size_t bytes = 0;
     const Block* b = start;
     for (; is_free(b); b = b->next) bytes += b->size;
+    if (bytes < rounded) return;
     if (b == nullptr && start->segment == growing) {
       open_end = start;
-    } else if (bytes >= rounded &&
-               (best == nullptr || bytes < best_bytes ||
+    } else if ((best == nullptr || bytes < best_bytes ||
                 (bytes == best_bytes && start->address < best->address))) {
       best = start;
       best_bytes = bytes;

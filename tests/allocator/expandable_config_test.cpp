@@ -115,18 +115,26 @@ TEST(ExpandableConfig, HostPagesAsSmallAsTheOsPageMapOnlyWhatIsAskedFor) {
 // the 3 GiB request below failed with OutOfMemoryError on a device with 63.5 GiB free; now the
 // pool grows on in a second range.
 TEST(ExpandableConfig, AMemoryLimitRaisedAfterTheRangeWasReservedStillLetsTheStreamGrow) {
-  auto device = std::make_shared<SimulatedBackend>(64 * GiB);
-  CachingAllocator allocator(device,
-                             AllocatorConfig::parse("memory_limit:1GiB,expandable_segments:true"));
-  void* a = allocator.allocate(512 * MiB);  // reserves the default stream's large-pool range
-  allocator.set_memory_limit(8 * GiB);
-  void* b = nullptr;
-  EXPECT_NO_THROW(b = allocator.allocate(3 * GiB));
-  EXPECT_EQ(allocator.stats().reserved_bytes[kLarge].current,
-            static_cast<std::int64_t>(3 * GiB + 512 * MiB));
-  EXPECT_TRUE(testing::expandable_consistent(allocator));
-  allocator.deallocate(b);
-  allocator.deallocate(a);
+  // Under every policy: above_peak and always place by address space, where the free run at
+  // the end of the full range is too small for the request (taken as the open end of the
+  // range, it was once walked past the range's last block: a crash).
+  for (const char* policy : {"never", "at_limit", "above_peak", "always"}) {
+    SCOPED_TRACE(policy);
+    auto device = std::make_shared<SimulatedBackend>(64 * GiB);
+    CachingAllocator allocator(
+        device, AllocatorConfig::parse(std::string("memory_limit:1GiB,expandable_segments:true,"
+                                                   "expandable_segments_recycling:") +
+                                       policy));
+    void* a = allocator.allocate(512 * MiB);  // reserves the default stream's large-pool range
+    allocator.set_memory_limit(8 * GiB);
+    void* b = nullptr;
+    EXPECT_NO_THROW(b = allocator.allocate(3 * GiB));
+    EXPECT_EQ(allocator.stats().reserved_bytes[kLarge].current,
+              static_cast<std::int64_t>(3 * GiB + 512 * MiB));
+    EXPECT_TRUE(testing::expandable_consistent(allocator));
+    allocator.deallocate(b);
+    allocator.deallocate(a);
+  }
 }
 
 }  // namespace

@@ -93,7 +93,8 @@ void expect_real_trace_steady(std::string_view name, double bound) {
   const ReplayPlan plan = build_replay_plan(snapshot, trace_devices(snapshot).at(0));
   for (const char* policy : {"above_peak", "always"}) {
     SCOPED_TRACE(policy);
-    const bench::SteadyState s = bench::memscope_steady_state(plan, moving_pages(policy), kIterations);
+    const bench::SteadyState s =
+        bench::memscope_steady_state(plan, moving_pages(policy), kIterations);
     expect_no_creep(s.ratios);
     EXPECT_LE(*std::max_element(s.ratios.begin(), s.ratios.end()), bound);
   }

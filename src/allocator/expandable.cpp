@@ -9,9 +9,13 @@
 // elsewhere (any stream, same page size), moved by the backend without copying, instead of
 // new memory. The policy (expandable_segments_recycling) says when: never (PyTorch: at the
 // memory limit, flush every cached page and retry); at_limit (the default: only the part that
-// would pass the memory limit, instead of the flush; elsewhere exactly PyTorch's placement, which
-// on real traces leaves the least reserved: docs/benchmarks.md); above_peak (also the part that
+// would pass the memory limit, instead of the flush; elsewhere exactly PyTorch's placement and
+// its few map calls); above_peak (also the part that
 // would lift the mapped bytes above their high-water mark since the last empty_cache()); always.
+// Under above_peak and always a miss is placed by address space instead
+// (expandable_placement.cpp): what is mapped then says nothing about where a block goes, so
+// those two never creep from one iteration of a training step to the next, and leave the least
+// reserved on real traces, at more map calls (docs/benchmarks.md).
 // Cached blocks are never pending on other streams; the backend waits for their own stream
 // before it takes a page away.
 //

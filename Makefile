@@ -93,6 +93,8 @@ bench: build
 	@# Fragmentation on the corpus of real traces (MEMSCOPE_TRACES), 10 iterations each, default
 	@# and expandable beside PyTorch's rules: the table in docs/benchmarks.md.
 	@./build/bench/memscope_corpus_bench --iterations 10 --doc docs/benchmarks.md
+	@# Every page-recycling policy of expandable segments on the corpus: the policy table.
+	@./build/bench/memscope_corpus_bench --policies --iterations 10 --doc docs/benchmarks.md
 	@# At capacity: the smallest device each trace fits, memscope against PyTorch's rules.
 	@./build/bench/memscope_corpus_bench --capacity --iterations 10 --doc docs/benchmarks.md
 

@@ -1,9 +1,11 @@
 #include "common/system_memory.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <iterator>
 #include <optional>
 
 #include "common/proc_status.hpp"
@@ -11,11 +13,26 @@
 namespace memscope::detail {
 
 std::optional<std::string> read_small_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) return std::nullopt;
+  // O_CLOEXEC: `memscope run` reads /proc while another thread forks its command.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buffer, sizeof buffer)) != 0) {
+    if (n > 0) {
+      text.append(buffer, static_cast<std::size_t>(n));
+    } else if (errno != EINTR) {
+      ::close(fd);
+      return std::nullopt;  // a directory, or a process gone while read
+    }
+  }
+  ::close(fd);
   return text;
+}
+
+std::optional<std::string> read_proc_file(int pid, const char* name) {
+  return read_small_file("/proc/" + std::to_string(pid) + "/" + name);
 }
 
 namespace {

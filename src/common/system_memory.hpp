@@ -20,6 +20,10 @@ namespace memscope::detail {
 // The whole of a small file (/proc, /sys); nullopt when it cannot be opened or read.
 [[nodiscard]] std::optional<std::string> read_small_file(const std::string& path);
 
+// The whole of /proc/<pid>/<name> (stat, status, cmdline, environ); nullopt when it cannot be
+// opened or read, which for /proc means the process has gone (or belongs to someone else).
+[[nodiscard]] std::optional<std::string> read_proc_file(int pid, const char* name);
+
 struct SystemMemory {
   std::size_t total = 0;      // MemTotal, or the cgroup limit when lower
   std::size_t available = 0;  // MemAvailable, or what is left under the cgroup limit when lower

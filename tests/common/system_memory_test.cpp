@@ -26,6 +26,30 @@ std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The one reader of /proc and /sys files: whole files past its buffer, nothing for what cannot
+// be opened or read (a directory opens but does not read), and no descriptor left to a child
+// that `memscope run` forks while a watcher thread reads.
+TEST(SmallFiles, WholeFilesAndNothingForWhatCannotBeRead) {
+  const std::optional<std::string> maps = read_proc_file(static_cast<int>(::getpid()), "maps");
+  ASSERT_TRUE(maps.has_value());
+  EXPECT_GT(maps->size(), 4096U);  // longer than one read
+  EXPECT_EQ(maps->substr(0, 64), read_text("/proc/self/maps").substr(0, 64));
+  EXPECT_EQ(read_small_file("/proc"), std::nullopt);
+  EXPECT_EQ(read_small_file("/nonexistent/memscope"), std::nullopt);
+  EXPECT_EQ(read_proc_file(0x7ffffff0, "status"), std::nullopt);  // no such process
+}
+
+TEST(SmallFiles, NoDescriptorOutlivesTheRead) {
+  const auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator{});
+  };
+  const auto before = open_fds();
+  for (int i = 0; i < 100; ++i) (void)read_proc_file(static_cast<int>(::getpid()), "status");
+  (void)read_small_file("/proc");
+  EXPECT_EQ(open_fds(), before);
+}
+
 // A hybrid machine (this one's layout): v1 memory controller plus a v2 mount with no memory.
 TEST(CgroupDirs, FindsTheV1MemoryHierarchyAndTheV2One) {
   const std::string cgroup = "9:name=systemd:/\n4:memory:/process_api/3ec6\n3:cpuset:/\n0::/\n";

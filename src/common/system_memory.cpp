@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <charconv>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/proc_status.hpp"
 
@@ -140,6 +142,18 @@ CgroupLimit cgroup_limit(const CgroupDir& dir) {
   }
 }
 
+TightestCgroup tightest_cgroup(const std::vector<CgroupDir>& dirs) {
+  TightestCgroup tightest;
+  for (const CgroupDir& dir : dirs) {
+    CgroupLimit limit = cgroup_limit(dir);
+    if (tightest.dir == nullptr ||
+        (limit.limit != 0 && (tightest.limit.limit == 0 || limit.limit < tightest.limit.limit))) {
+      tightest = {&dir, std::move(limit)};
+    }
+  }
+  return tightest;
+}
+
 std::optional<std::size_t> cgroup_usage(const CgroupDir& dir) {
   return read_number(read_text(dir.path + (dir.v2 ? "/memory.current" : "/memory.usage_in_bytes")));
 }
@@ -156,10 +170,10 @@ SystemMemory read_system_memory() noexcept {
           }
           return false;
         });
-    for (const CgroupDir& dir :
-         memory_cgroup_dirs(read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"))) {
-      const CgroupLimit c = cgroup_limit(dir);
-      if (c.limit == 0 || c.limit >= m.total) continue;  // v1 writes "no limit" as ~2^63
+    const std::vector<CgroupDir> dirs =
+        memory_cgroup_dirs(read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"));
+    const CgroupLimit c = tightest_cgroup(dirs).limit;
+    if (c.limit != 0 && c.limit < m.total) {
       m.total = c.limit;
       m.available = std::min(m.available, c.limit > c.usage ? c.limit - c.usage : 0);
     }

@@ -54,6 +54,14 @@ struct CgroupLimit {
 // "max" (v2) and v1's "no limit" (the largest page counter, about 2^63) are no limit.
 [[nodiscard]] CgroupLimit cgroup_limit(const CgroupDir& dir);
 
+// Of every hierarchy's directory, the one with the tightest limit (cgroup_limit), and that limit;
+// the first directory and no limit when none sets one; a null `dir` when `dirs` is empty.
+struct TightestCgroup {
+  const CgroupDir* dir = nullptr;  // an element of the `dirs` given
+  CgroupLimit limit;
+};
+[[nodiscard]] TightestCgroup tightest_cgroup(const std::vector<CgroupDir>& dirs);
+
 // The memory in use by the cgroup of `dir` itself (memory.current / memory.usage_in_bytes);
 // nullopt when the file cannot be read.
 [[nodiscard]] std::optional<std::size_t> cgroup_usage(const CgroupDir& dir);

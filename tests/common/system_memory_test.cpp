@@ -87,6 +87,11 @@ TEST(CgroupDirs, IgnoresMalformedLines) {
 // backend both read): the tightest limit wins and says where it is set; v2's "max" and v1's
 // "no limit" page counter (about 2^63) are no limit but show the files were readable; the
 // usage is the cgroup's own.
+// The v2 directory a/b of the tree below, whose memory.max says "max".
+CgroupDir none_dir(const std::filesystem::path& root) {
+  return {(root / "a" / "b").string(), (root / "a" / "b").string(), true, "/a/b"};
+}
+
 TEST(CgroupLimit, TheTightestLimitOnTheWayUpAndWhereItIsSet) {
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / ("memscope-cgroup-" + std::to_string(::getpid()));
@@ -108,14 +113,24 @@ TEST(CgroupLimit, TheTightestLimitOnTheWayUpAndWhereItIsSet) {
   EXPECT_EQ(cgroup_usage(v1), std::optional<std::size_t>(512));  // its own
 
   write(root / "a" / "b" / "memory.max", "max\n");
-  const CgroupLimit none =
-      cgroup_limit({(root / "a" / "b").string(), (root / "a" / "b").string(), true, "/a/b"});
+  const CgroupLimit none = cgroup_limit(none_dir(root));
   EXPECT_EQ(none.limit, 0U);
   EXPECT_TRUE(none.at.empty());
   EXPECT_TRUE(none.readable);
   const CgroupDir missing{(root / "nowhere").string(), (root / "nowhere").string(), true, "/"};
   EXPECT_FALSE(cgroup_limit(missing).readable);
   EXPECT_EQ(cgroup_usage(missing), std::nullopt);
+
+  // Across hierarchies (what `memscope info` shows and the host backend's capacity both use):
+  // the limited one wins wherever it stands; the first when none is limited; none of none.
+  const std::vector<CgroupDir> both{none_dir(root), v1};
+  const TightestCgroup tightest = tightest_cgroup(both);
+  ASSERT_EQ(tightest.dir, &both[1]);
+  EXPECT_EQ(tightest.limit.limit, std::size_t{1} << 30);
+  const std::vector<CgroupDir> unlimited{none_dir(root), missing};
+  EXPECT_EQ(tightest_cgroup(unlimited).dir, &unlimited[0]);
+  EXPECT_EQ(tightest_cgroup(unlimited).limit.limit, 0U);
+  EXPECT_EQ(tightest_cgroup({}).dir, nullptr);
   std::filesystem::remove_all(root);
 }
 

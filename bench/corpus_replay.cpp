@@ -146,6 +146,26 @@ std::string capacity_table(const std::vector<std::filesystem::path>& traces, int
   return table;
 }
 
+// add_row(name, plan) for every trace's first device, then for the synthetic three-stream
+// steps (the corpus has one stream each: bench/multi_stream_plan.hpp); a trace that cannot be
+// read gets a row saying why, `empty_cells` after it.
+template <class AddRow>
+void add_rows(const std::vector<std::filesystem::path>& traces, AddRow& add_row, std::string& table,
+              const std::string& empty_cells) {
+  for (const auto& path : traces) {
+    try {
+      const std::optional<ReplayPlan> first = first_device_plan(path);
+      if (first) add_row(short_name(path), *first);
+    } catch (const std::exception& e) {
+      table += fmt::format("| {} | unreadable: {} |{}\n", short_name(path), e.what(), empty_cells);
+    }
+  }
+  for (const std::uint64_t seed : {1U, 2U, 3U}) {
+    add_row(fmt::format("synthetic 3-stream training step (seed {})", seed),
+            memscope::bench::three_stream_training_step(seed));
+  }
+}
+
 // The table of every trace and the synthetic three-stream steps in the steady state.
 std::string steady_state_table(const std::vector<std::filesystem::path>& traces, int iterations,
                                std::chrono::steady_clock::time_point start) {
@@ -180,19 +200,7 @@ std::string steady_state_table(const std::vector<std::filesystem::path>& traces,
                          figures(ours_x), ours_x.maps_per_1k, figures(theirs_x),
                          theirs_x.maps_per_1k, x_ok ? "met" : "**missed**");
   };
-  for (const auto& path : traces) {
-    try {
-      const std::optional<ReplayPlan> first = first_device_plan(path);
-      if (first) add_row(short_name(path), *first);
-    } catch (const std::exception& e) {
-      table += fmt::format("| {} | unreadable: {} | | | | | | | | |\n", short_name(path), e.what());
-    }
-  }
-  // Several streams (the corpus has one each): made-up training steps, bench/multi_stream_plan.hpp.
-  for (const std::uint64_t seed : {1U, 2U, 3U}) {
-    add_row(fmt::format("synthetic 3-stream training step (seed {})", seed),
-            memscope::bench::three_stream_training_step(seed));
-  }
+  add_rows(traces, add_row, table, " | | | | | | | |");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   table += fmt::format(
@@ -235,18 +243,7 @@ std::string policies_table(const std::vector<std::filesystem::path>& traces, int
     }
     table += "\n";
   };
-  for (const auto& path : traces) {
-    try {
-      const std::optional<ReplayPlan> first = first_device_plan(path);
-      if (first) add_row(short_name(path), *first);
-    } catch (const std::exception& e) {
-      table += fmt::format("| {} | unreadable: {} |\n", short_name(path), e.what());
-    }
-  }
-  for (const std::uint64_t seed : {1U, 2U, 3U}) {
-    add_row(fmt::format("synthetic 3-stream training step (seed {})", seed),
-            memscope::bench::three_stream_training_step(seed));
-  }
+  add_rows(traces, add_row, table, "");
   table +=
       fmt::format("\n{} traces from {} and 3 synthetic, {} iterations each, in {:.1f} s; goal met:",
                   traces.size(), memscope::corpus::traces_dir().string(), iterations,

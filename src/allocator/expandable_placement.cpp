@@ -7,7 +7,7 @@
 // second iteration of a training step the cache holds the first iteration's pages, scattered by
 // recycling, so the step's blocks land elsewhere than in the first, leave free space in more
 // pieces, each with partial pages at its ends, and the reserved peak creeps up iteration after
-// iteration (gpt2-small compiled: 1.0019 -> 1.0068 over 10; issue 25). Here placement looks at
+// iteration (gpt2-small compiled: 1.0019 -> 1.0068 over 10). Here placement looks at
 // free address space only: runs of cached and unmapped blocks count alike, so an iteration
 // that starts from the same free address space places every block where the one before did,
 // and reserves what it did.

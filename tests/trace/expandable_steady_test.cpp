@@ -1,5 +1,5 @@
 // Expandable segments whose free pages move (expandable_segments_recycling above_peak, always)
-// reserve no more in later iterations of a training step than in the first (issue 25): placement
+// reserve no more in later iterations of a training step than in the first: placement
 // by address space (src/allocator/expandable_placement.cpp). Before it, best fit among the
 // mapped cached blocks put the second iteration's blocks elsewhere than the first's, free space
 // split into more pieces with partial pages at their ends, and the peak crept up: 1.0101 ->
@@ -31,7 +31,7 @@ namespace memscope {
 namespace {
 
 constexpr int kIterations = 10;
-constexpr double kCreep = 0.0005;  // the issue's "iteration 10 <= iteration 1 + 0.05%"
+constexpr double kCreep = 0.0005;  // the goal: iteration 10 <= iteration 1 + 0.05%
 
 std::string moving_pages(std::string_view policy) {
   return "expandable_segments:true,expandable_segments_recycling:" + std::string(policy);

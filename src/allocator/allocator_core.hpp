@@ -243,11 +243,13 @@ class AllocatorCore {
   };
   // The free pages a miss growing segment `s` may take, highest first: every cached block of
   // that page size except those just before a block of `growing` (taking their top pages would
-  // merge into it), and of the run's last block only what lies past `needed_end`.
+  // merge into it), and of the run's last block only what lies past `needed_end`; in every
+  // stream's pools, or in `s`'s stream's alone.
   [[nodiscard]] std::vector<FreePages> recycling_sources(const detail::Segment& s,
                                                          const std::vector<detail::Block*>& growing,
                                                          const detail::Block* last,
-                                                         std::uintptr_t needed_end) const;
+                                                         std::uintptr_t needed_end,
+                                                         bool every_stream) const;
   // Moves up to `bytes` (<= u->size) of the `sources`' pages to the front of unmapped block
   // `u`; returns the bytes moved and sets `merged` to the cached block that holds them.
   std::size_t recycle_into(detail::Block* u, std::size_t bytes, std::vector<FreePages>& sources,

@@ -8,11 +8,11 @@
 // Page recycling: the pages a miss needs can come from whole free pages inside cached blocks
 // elsewhere (any stream, same page size), moved by the backend without copying, instead of
 // new memory. The policy (expandable_segments_recycling) says when: never (PyTorch: at the
-// memory limit, flush every cached page and retry); at_limit (the default: only the part that
-// would pass the memory limit, instead of the flush; elsewhere exactly PyTorch's placement and
-// its few map calls); above_peak (also the part that
-// would lift the mapped bytes above their high-water mark since the last empty_cache()); always.
-// Under above_peak and always a miss is placed by address space instead
+// memory limit, flush every cached page and retry); at_limit (only the part that would pass the
+// memory limit, instead of the flush; elsewhere exactly PyTorch's placement and its few map
+// calls); above_peak (the default: also the part that would lift the mapped bytes above their
+// high-water mark since the last empty_cache(), from the stream's own free pages); always (every
+// growth, from any stream's). Under above_peak and always a miss is placed by address space
 // (expandable_placement.cpp): what is mapped then says nothing about where a block goes, so
 // those two never creep from one iteration of a training step to the next, and leave the least
 // reserved on real traces, at more map calls (docs/benchmarks.md).
@@ -281,10 +281,10 @@ std::size_t AllocatorCore::unmap_free_pages(Block* c) {
 
 std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
     const Segment& s, const std::vector<Block*>& growing, const Block* last,
-    std::uintptr_t needed_end) const {
+    std::uintptr_t needed_end, bool every_stream) const {
   std::vector<FreePages> sources;
-  for (const auto& entry : pools_) {
-    for (const detail::FreeBins* bins : {&entry.second->small, &entry.second->large}) {
+  const auto gather = [&](const StreamPools& pools) {
+    for (const detail::FreeBins* bins : {&pools.small, &pools.large}) {
       bins->for_each(s.page, [&](Block* c) {
         const Segment& cs = *c->segment;
         if (!cs.expandable || cs.page != s.page) return;
@@ -298,6 +298,11 @@ std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
         if (from < to) sources.push_back({c, from, to});
       });
     }
+  };
+  if (every_stream) {
+    for (const auto& entry : pools_) gather(*entry.second);
+  } else if (const auto own = pools_.find(s.stream); own != pools_.end()) {
+    gather(*own->second);
   }
   // Highest addresses first: memory gathers at the low ends of the segments.
   std::sort(sources.begin(), sources.end(),
@@ -431,10 +436,15 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
   std::vector<FreePages> sources;
   std::vector<Segment*> donors;  // the other ranges the sources lie in
   if (recycle > 0) {
-    // Free pages of other streams may wait in their front caches (the slow path flushed only
-    // this stream's, issue 29.5): into the bins first, where recycling looks.
-    flush_recent();
-    sources = recycling_sources(*s, growing, last, run_start + rounded);
+    // At the limit (and under `always`) free pages of every stream count; those of other
+    // streams may wait in their front caches (the slow path flushed only this stream's): into
+    // the bins first, where recycling looks. Below the limit `above_peak` takes the stream's
+    // own free pages only: taking other streams' at every growth walked every stream (growth
+    // quadratic in the streams) and left a stream that allocates again without its cache.
+    const bool every_stream = mapped_ + to_map > memory_limit_ ||
+                              config_.page_recycling == AllocatorConfig::PageRecycling::always;
+    if (every_stream) flush_recent();
+    sources = recycling_sources(*s, growing, last, run_start + rounded, every_stream);
     for (const FreePages& src : sources) {
       if (src.block->segment != s) donors.push_back(src.block->segment);
     }

@@ -93,11 +93,11 @@ TEST(Config, ExpandableSegmentsKeys) {
             "expandable_segments:true,expandable_segments_page_size:8MiB,"
             "expandable_segments_recycling:always");
   const auto defaults = AllocatorConfig::parse("expandable_segments:true");
-  EXPECT_EQ(defaults.page_recycling, AllocatorConfig::PageRecycling::at_limit);
+  EXPECT_EQ(defaults.page_recycling, AllocatorConfig::PageRecycling::above_peak);
   EXPECT_EQ(
-      AllocatorConfig::parse("expandable_segments:true,expandable_segments_recycling:above_peak")
+      AllocatorConfig::parse("expandable_segments:true,expandable_segments_recycling:at_limit")
           .page_recycling,
-      AllocatorConfig::PageRecycling::above_peak);
+      AllocatorConfig::PageRecycling::at_limit);
   EXPECT_EQ(defaults.expandable_segments_page_size, 0U);
   EXPECT_EQ(AllocatorConfig::parse("expandable_segments:False"), AllocatorConfig{});
 }

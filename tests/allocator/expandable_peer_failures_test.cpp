@@ -122,9 +122,8 @@ TEST(ExpandablePeerFailures, TwoThousandStreamsDoNotExhaustTheAddressSpace) {
   // Host backend: every stream's range is real address space (PROT_NONE until mapped). A 4 GiB
   // limit keeps 2,000 ranges at 8 TiB, whatever the machine's memory. `always`: the policy that
   // takes other streams' free pages below the limit (above_peak takes the stream's own).
-  CachingAllocator allocator(
-      std::make_shared<HostBackend>(),
-      AllocatorConfig::parse(policy_config("always", "memory_limit:4GiB,")));
+  CachingAllocator allocator(std::make_shared<HostBackend>(),
+                             AllocatorConfig::parse(policy_config("always", "memory_limit:4GiB,")));
   const std::int64_t vm_before = testing::proc_status_bytes("VmSize");
   ASSERT_GT(vm_before, 0);
   constexpr StreamId kStreams = 2'000;

@@ -26,9 +26,15 @@ nlohmann::json percent_json(double a, double b) {
   return 100.0 * (b - a) / std::fabs(a);
 }
 
-nlohmann::json diff_json(const char* kind, const DiffNames& names) {
+nlohmann::json diff_json(const char* kind, const DiffNames& names, const std::string& summary) {
   return nlohmann::json{
-      {"format", "memscope-diff"}, {"version", 1}, {"kind", kind}, {"a", names.a}, {"b", names.b}};
+      {"format", "memscope-diff"}, {"version", 1}, {"kind", kind}, {"a", names.a}, {"b", names.b},
+      {"summary", summary}};
+}
+
+std::string more_note(std::size_t total, std::size_t shown, const char* what) {
+  if (shown >= total) return {};
+  return fmt::format("{} more {}; --top shows more, --json has all", total - shown, what);
 }
 
 }  // namespace memscope::cli

@@ -14,6 +14,7 @@
 #include "info/info_gpu.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/host_info.hpp"
+#include "memscope/json_envelope.hpp"
 #include "memscope/report.hpp"
 #include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
@@ -52,7 +53,8 @@ json to_json(const HostInfo& host, const GpuInfo& gpu) {
   }
   const CgroupMemory& cg = host.cgroup;
   return {
-      {"format", "memscope-info"},
+      // The envelope's fields (memscope/json_envelope.hpp), first as the docs show them.
+      {"format", report::format_of_kind("info")},
       {"version", 1},
       {"host",
        {{"mem_total", bytes_or_null(host.mem_total)},

@@ -48,9 +48,9 @@ TEST_P(EveryKind, WritesItsFormatAndRefusesANewerVersionSayingToUpgrade) {
 TEST_P(EveryKind, AnotherFormatIsRefusedNamingWhatWasFound) {
   const std::string kind = GetParam();
   const std::string other = kind == "run" ? "replay" : "run";
-  EXPECT_EQ(error_of(envelope(other, 1), kind, 1),
-            "saved.json: not a memscope " + kind + ": it has \"format\" \"memscope-" + other +
-                "\", not \"memscope-" + kind + "\"");
+  EXPECT_EQ(error_of(envelope(other, 1), kind, 1), "saved.json: not a memscope " + kind +
+                                                       ": it has \"format\" \"memscope-" + other +
+                                                       "\", not \"memscope-" + kind + "\"");
   EXPECT_NE(error_of(nlohmann::json::object(), kind, 1).find("it has no \"format\""),
             std::string::npos);
 }

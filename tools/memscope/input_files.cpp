@@ -157,6 +157,10 @@ void write_output_file(const fs::path& path, std::string_view content, std::stri
   }
 }
 
+void write_json_output(const fs::path& path, const nlohmann::json& json) {
+  write_output_file(path, report::json_text(json, 1) + "\n", "--json");
+}
+
 InputFile read_input(const fs::path& path, std::string_view role) {
   InputFile file;
   file.path = path;

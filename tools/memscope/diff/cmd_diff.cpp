@@ -15,7 +15,6 @@
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/report_html.hpp"
-#include "memscope/report_json.hpp"
 #include "memscope/report_text.hpp"
 #include "memscope/trace.hpp"
 #include "progress.hpp"
@@ -58,7 +57,7 @@ void emit(const Result& result, const DiffArgs& args) {
   const report::Report report = result.to_report();
   std::fputs(report::render_text(report).c_str(), stdout);
   if (!args.json.empty()) {
-    write_output_file(args.json, report::json_text(result.to_json(), 1) + "\n", "--json");
+    write_json_output(args.json, result.to_json());
     std::printf("diff JSON: %s\n", args.json.c_str());
   }
   if (!args.html.empty()) {

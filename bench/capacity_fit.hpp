@@ -1,4 +1,4 @@
-// Would it fit, memscope against PyTorch's rules (issue 25, at capacity): the smallest simulated
+// Would it fit, memscope against PyTorch's rules (at capacity): the smallest simulated
 // device on which a plan replays N iterations back to back without running out of memory,
 //   - for memscope: fit_capacity() (src/trace/replay_fit.cpp, what `memscope replay --fit` runs):
 //     a CachingAllocator on a simulated device of that capacity, its default rules (or

@@ -15,7 +15,7 @@
 // Usage: memscope_corpus_bench [--iterations N] [--capacity] [--doc docs/benchmarks.md] [trace...]
 //   --doc FILE: replace the text between "<!-- corpus-table:begin -->" and
 //   "<!-- corpus-table:end -->" in FILE with the table (make bench does).
-//   --capacity: instead, at capacity (issue 25): the smallest simulated device on which each
+//   --capacity: instead, at capacity: the smallest simulated device on which each
 //   trace replays without running out of memory, memscope's default rules against PyTorch's
 //   (bench/capacity_fit.hpp), for 1 iteration and for N back to back, on a 2 MiB grid; with
 //   --doc, into the "capacity-table" section.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Instructions per allocate+free hit pair, for memscope and its peers (issue 14's goal: at most
+"""Instructions per allocate+free hit pair, for memscope and its peers (the hot path's goal: at most
 150 per memscope hit pair at every size from 512 B to 256 MiB, one thread, default settings).
 
 Usage: bench/instructions_per_pair.py [--loop build/bench/memscope_hit_pair_loop]
@@ -28,7 +28,7 @@ import sys
 
 ALLOCATORS = ["memscope-host", "memscope-sim", "glibc", "mimalloc", "jemalloc"]
 SIZES = [512, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20]
-GOAL = 150  # memscope, per hit pair (issue 14)
+GOAL = 150  # memscope, per hit pair
 
 # Pair counts (fewer, more). memscope hits and the peers' small sizes are a few hundred
 # instructions; the peers' large sizes go to the kernel or to page-resetting paths (tens of

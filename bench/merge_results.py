@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Merges JSON files into one Google Benchmark results file as top-level objects, so that
-build/bench-results.json carries every figure `make bench` measured in one run (issue 14:
+build/bench-results.json carries every figure `make bench` measured in one run (the hot path's
 "instructions_per_pair" and "thread_scaling" beside Google Benchmark's "benchmarks").
 
 Usage: bench/merge_results.py build/bench-results.json KEY=FILE.json [KEY=FILE.json ...]

@@ -1,4 +1,4 @@
-// A training step on three streams, made up from a seed (issue 25: the corpus of real traces has
+// A training step on three streams, made up from a seed (the corpus of real traces has
 // one stream each, and the goals hold "on multi-stream traces too"). The shape follows what
 // data-parallel training does:
 //   stream 1, compute: the forward pass allocates each layer's activations (kept) and

@@ -6,7 +6,7 @@ Usage: bench/summarize.py build/bench-results.json [build/bench-results-jemalloc
 
 `make bench` also merges "instructions_per_pair" (bench/instructions_per_pair.py) and
 "thread_scaling" (memscope_thread_scaling) into build/bench-results.json; when present they are
-shown first, as the hot-path tables of issue 14.
+shown first, as the hot-path tables.
 
 Every figure is the median over repetitions (run with --benchmark_repetitions=N), with the
 minimum in parentheses where the spread matters. Ratios are peer ÷ memscope on medians: above
@@ -177,11 +177,11 @@ def thread_scaling_table(report):
 def main(paths):
     runs, extra = load(paths)
     if "instructions_per_pair" in extra:
-        print("### Hot path: instructions per hit pair (issue 14)\n")
+        print("### Hot path: instructions per hit pair\n")
         instructions_table(extra["instructions_per_pair"])
         print()
     if "thread_scaling" in extra:
-        print("### Hot path: threads sharing one allocator (issue 14)\n")
+        print("### Hot path: threads sharing one allocator\n")
         thread_scaling_table(extra["thread_scaling"])
         print()
     print("### Cache-hit pair, one thread (CPU time per allocate+free pair: median (min))\n")

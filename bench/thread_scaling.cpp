@@ -1,4 +1,4 @@
-// memscope_thread_scaling: how the hit path scales with threads sharing ONE allocator (issue 14).
+// memscope_thread_scaling: how the hit path scales with threads sharing ONE allocator.
 //
 //   memscope_thread_scaling [--seconds S] [--repetitions R] [--json FILE] [--raise-priority]
 //

@@ -55,10 +55,6 @@ struct TreeProcess {
 // is then the largest of the process's own peak and those children's. nullopt when it has gone.
 [[nodiscard]] std::optional<bool> read_reaped_a_child(int pid);
 
-// The whole of /proc/<pid>/<name> (stat, status, cmdline, environ); nullopt when it cannot be
-// opened, which for /proc means the process has gone (or belongs to someone else).
-[[nodiscard]] std::optional<std::string> read_proc_file(int pid, const char* name);
-
 // /proc/<pid>/cmdline with the arguments joined by spaces; nullopt when it is empty or gone:
 // a zombie, a kernel thread, or a process inside exec, whose new image has no arguments yet.
 [[nodiscard]] std::optional<std::string> read_arguments(int pid);

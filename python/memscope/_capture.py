@@ -255,11 +255,11 @@ class _Recorder:
             self.alloc(self.capture.workspace_bytes, phase, "workspaces", "cuBLAS workspace")
 
 
-def _modes(rec: _Recorder) -> tuple[Any, Any]:
+def _device_rewrite_mode(rec: _Recorder) -> Any:
+    """A TorchFunctionMode that keeps "cuda" tensors on the fake host device, counting the
+    calls that move data to the GPU (rec.device_depth) so their results count as device memory."""
     import torch
     from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
 
     class DeviceRewrite(TorchFunctionMode):
         def __torch_function__(self, func: Any, types: Any, args: Any = (),
@@ -298,6 +298,15 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
                 return func(*args, **kwargs)
             finally:
                 rec.device_depth -= 1
+
+    return DeviceRewrite()
+
+
+def _record_mode(rec: _Recorder) -> Any:
+    """A TorchDispatchMode that records every storage an op creates on the device into `rec`."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
 
     class Record(TorchDispatchMode):  # type: ignore[no-untyped-call]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
@@ -339,7 +348,7 @@ def _modes(rec: _Recorder) -> tuple[Any, Any]:
                 rec.free(addr)
             return out
 
-    return DeviceRewrite(), Record()  # type: ignore[no-untyped-call]
+    return Record()  # type: ignore[no-untyped-call]
 
 
 def _autocast_fp32(name: str, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
@@ -394,14 +403,23 @@ def _capture_error(func: Any, e: Exception) -> CaptureError:
 @contextmanager
 def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
     """What the capture changes in torch while it runs, undone after."""
-    import torch
+    with ExitStack() as stack:
+        stack.enter_context(_fake_swap_patch())
+        stack.enter_context(_autocast_patch(on_enter))
+        stack.enter_context(_foreach_patch())
+        stack.enter_context(_cuda_patch())
+        yield
+
+
+@contextmanager
+def _fake_swap_patch() -> Iterator[None]:
+    """Module.cuda() swaps each fake parameter with its copy; swap_tensors refuses a tensor
+    with weak references, and the fake mode keeps one in its memo (a cache) of each."""
     import torch.utils
     from torch._subclasses.fake_tensor import FakeTensor
 
     swap = torch.utils.swap_tensors
 
-    # Module.cuda() swaps each fake parameter with its copy; swap_tensors refuses a tensor
-    # with weak references, and the fake mode keeps one in its memo (a cache) of each.
     def swap_fake(t1: Any, t2: Any) -> None:
         for t in (t1, t2):
             if isinstance(t, FakeTensor):
@@ -409,6 +427,19 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
                 for k in [k for k, v in list(memo.items()) if v is t]:
                     del memo[k]
         swap(t1, t2)  # type: ignore[no-untyped-call]
+
+    torch.utils.swap_tensors = swap_fake
+    try:
+        yield
+    finally:
+        torch.utils.swap_tensors = swap
+
+
+@contextmanager
+def _autocast_patch(on_enter: Callable[[int], None]) -> Iterator[None]:
+    """autocast("cuda") runs as CPU autocast (fp16 unless told), and tells `on_enter` (+1, -1)
+    when an enabled CUDA autocast region is entered and left."""
+    import torch
 
     autocast = torch.amp.autocast_mode.autocast
     autocast_init, autocast_enter, autocast_exit = (
@@ -432,8 +463,21 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
             on_enter(-1)
         return autocast_exit(self, *exc)
 
-    # On CUDA, optimizers default to their foreach kernels (whole-list temporaries); PyTorch
-    # decides by the tensors' type and device, which for fake CPU tensors says no.
+    autocast.__init__ = cpu_autocast  # type: ignore[method-assign]
+    autocast.__enter__ = enter  # type: ignore[method-assign]
+    autocast.__exit__ = exit  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        autocast.__init__ = autocast_init  # type: ignore[method-assign]
+        autocast.__enter__ = autocast_enter  # type: ignore[method-assign]
+        autocast.__exit__ = autocast_exit  # type: ignore[method-assign]
+
+
+@contextmanager
+def _foreach_patch() -> Iterator[None]:
+    """On CUDA, optimizers default to their foreach kernels (whole-list temporaries); PyTorch
+    decides by the tensors' type and device, which for fake CPU tensors says no."""
     import torch.optim.optimizer as optimizer
 
     default_foreach = optimizer._default_to_fused_or_foreach
@@ -447,9 +491,22 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
     holders = [m for name, m in list(sys.modules.items())
                if name.startswith("torch.optim") and m is not None
                and getattr(m, "_default_to_fused_or_foreach", None) is default_foreach]
-    # The step's code believes what it was written for: a CUDA device is there. Calls that
-    # would reach the CUDA runtime (synchronize, the allocator's statistics) do nothing.
-    # Only the user's code is told so: PyTorch's own code must keep seeing no CUDA.
+    for m in holders:
+        m._default_to_fused_or_foreach = cuda_foreach  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        for m in holders:
+            m._default_to_fused_or_foreach = default_foreach  # type: ignore[attr-defined]
+
+
+@contextmanager
+def _cuda_patch() -> Iterator[None]:
+    """The step's code believes what it was written for: a CUDA device is there. Calls that
+    would reach the CUDA runtime (synchronize, the allocator's statistics) do nothing. Only the
+    user's code is told so: PyTorch's own code must keep seeing no CUDA."""
+    import torch
+
     real_available = torch.cuda.is_available
 
     def is_available() -> bool:
@@ -466,44 +523,23 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
     cuda_saved = {name: getattr(torch.cuda, name) for name in cuda_patches}
     for name, fn in cuda_patches.items():
         setattr(torch.cuda, name, fn)
-    torch.utils.swap_tensors = swap_fake
-    for m in holders:
-        m._default_to_fused_or_foreach = cuda_foreach  # type: ignore[attr-defined]
-    autocast.__init__ = cpu_autocast  # type: ignore[method-assign]
-    autocast.__enter__ = enter  # type: ignore[method-assign]
-    autocast.__exit__ = exit  # type: ignore[method-assign]
     try:
         yield
     finally:
-        torch.utils.swap_tensors = swap
         for name, fn in cuda_saved.items():
             setattr(torch.cuda, name, fn)
-        for m in holders:
-            m._default_to_fused_or_foreach = default_foreach  # type: ignore[attr-defined]
-        autocast.__init__ = autocast_init  # type: ignore[method-assign]
-        autocast.__enter__ = autocast_enter  # type: ignore[method-assign]
-        autocast.__exit__ = autocast_exit  # type: ignore[method-assign]
 
 
-def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
-            workspace_bytes: int) -> Capture:
-    """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc."""
-    import torch
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.nn.modules.module import (
-        register_module_forward_hook,
-        register_module_forward_pre_hook,
-    )
-    from torch.optim.optimizer import (
-        register_optimizer_step_post_hook,
-        register_optimizer_step_pre_hook,
-    )
+class _Hooks:
+    """The module, optimizer and saved-tensor hooks of a capture: they tell `rec` what each
+    storage is (parameters, gradients, optimizer state, activations) and which module runs."""
 
-    rec = _Recorder(workspace_bytes)
-    rec.steps = steps
-    rewrite, record = _modes(rec)
+    def __init__(self, rec: _Recorder) -> None:
+        self.rec = rec
+        self.params: dict[int, Any] = {}  # every parameter a forward used, weakly
 
-    def name_of(module: Any) -> str:
+    def name_of(self, module: Any) -> str:
+        rec = self.rec
         name = rec.module_names.get(id(module))
         if name is None:
             name = type(module).__name__
@@ -513,37 +549,36 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
                 name = rec.module_names.get(id(module), name)
         return name
 
-    params: dict[int, Any] = {}  # every parameter a forward used, weakly
-
-    def mark_grads() -> None:
-        for ref in list(params.values()):
+    def mark_grads(self) -> None:
+        for ref in list(self.params.values()):
             p = ref()
             if p is not None and p.grad is not None:
-                rec.mark(p.grad, "gradients")
+                self.rec.mark(p.grad, "gradients")
 
-    def pre(module: Any, _args: Any) -> None:
+    def pre(self, module: Any, _args: Any) -> None:
         for p in module.parameters(recurse=False):
-            rec.mark(p, "parameters")
-            if id(p) not in params:
-                params[id(p)] = weakref.ref(p)
+            self.rec.mark(p, "parameters")
+            if id(p) not in self.params:
+                self.params[id(p)] = weakref.ref(p)
         for b in module.buffers(recurse=False):
-            rec.mark(b, "parameters")
-        rec.module_stack.append(name_of(module))
+            self.rec.mark(b, "parameters")
+        self.rec.module_stack.append(self.name_of(module))
 
-    def post(_module: Any, _args: Any, _out: Any) -> None:
-        if rec.module_stack:
-            rec.module_stack.pop()
+    def post(self, _module: Any, _args: Any, _out: Any) -> None:
+        if self.rec.module_stack:
+            self.rec.module_stack.pop()
 
-    def opt_pre(opt: Any, _args: Any, _kwargs: Any) -> None:
-        rec.in_optimizer += 1
-        mark_grads()
+    def opt_pre(self, opt: Any, _args: Any, _kwargs: Any) -> None:
+        self.rec.in_optimizer += 1
+        self.mark_grads()
         for group in opt.param_groups:
             for p in group["params"]:
-                rec.mark(p, "parameters")
+                self.rec.mark(p, "parameters")
                 if p.grad is not None:
-                    rec.mark(p.grad, "gradients")
+                    self.rec.mark(p.grad, "gradients")
 
-    def opt_post(opt: Any, _args: Any, _kwargs: Any) -> None:
+    def opt_post(self, opt: Any, _args: Any, _kwargs: Any) -> None:
+        rec = self.rec
         rec.in_optimizer = max(0, rec.in_optimizer - 1)
         host_steps = not any(g.get("capturable") or g.get("fused") for g in opt.param_groups)
         for state in opt.state.values():
@@ -552,43 +587,56 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
                 host = k == "step" and host_steps and getattr(v, "dim", lambda: 1)() == 0
                 rec.mark(v, "host" if host else "optimizer state")
 
-    def pack(t: Any) -> Any:
-        rec.mark(t, "activations")
+    def pack(self, t: Any) -> Any:
+        self.rec.mark(t, "activations")
         # Not `t` itself: a saved output holds its grad_fn, which holds what it saved, a
         # reference cycle that would keep activations alive until the garbage collector runs.
         # A detached alias shares the storage and holds no graph.
         return t.detach()
 
+    @staticmethod
     def unpack(t: Any) -> Any:
         return t
 
-    fake = FakeTensorMode(allow_non_fake_inputs=True)
-    with ExitStack() as stack:
-        def on_autocast(delta: int) -> None:
-            rec.autocast += delta
+    def install(self, stack: ExitStack) -> None:
+        """Registers every hook, removed when `stack` closes."""
+        import torch
+        from torch.nn.modules.module import (
+            register_module_forward_hook,
+            register_module_forward_pre_hook,
+        )
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
 
+        stack.callback(register_module_forward_pre_hook(self.pre).remove)
+        stack.callback(register_module_forward_hook(self.post).remove)
+        stack.callback(register_optimizer_step_pre_hook(self.opt_pre).remove)
+        stack.callback(register_optimizer_step_post_hook(self.opt_post).remove)
+        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack))
+
+
+def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
+            workspace_bytes: int) -> Capture:
+    """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rec = _Recorder(workspace_bytes)
+    rec.steps = steps
+    hooks = _Hooks(rec)
+
+    def on_autocast(delta: int) -> None:
+        rec.autocast += delta
+
+    with ExitStack() as stack:
         stack.enter_context(_patched_torch(on_autocast))
-        stack.callback(register_module_forward_pre_hook(pre).remove)
-        stack.callback(register_module_forward_hook(post).remove)
-        stack.callback(register_optimizer_step_pre_hook(opt_pre).remove)
-        stack.callback(register_optimizer_step_post_hook(opt_post).remove)
-        stack.enter_context(fake)
-        stack.enter_context(record)
-        stack.enter_context(rewrite)
-        stack.enter_context(torch.autograd.graph.saved_tensors_hooks(pack, unpack))
+        stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
+        stack.enter_context(_record_mode(rec))
+        stack.enter_context(_device_rewrite_mode(rec))
+        hooks.install(stack)
         try:
-            step = workload(batch)
-            if not callable(step):
-                raise CaptureError(
-                    f"memscope.estimate: the workload returned {type(step).__name__}, not the "
-                    "step function (def workload(batch): ...; return train_step)")
-            for i in range(1, steps + 1):
-                rec.step = i
-                rec.capture.step_starts.append(len(rec.capture.events))
-                step()
-                rec.module_stack.clear()
-                mark_grads()  # gradients a step keeps (no optimizer, or no zero_grad)
-                rec.capture.step_ends.append(len(rec.capture.events))
+            _run_steps(rec, hooks, workload, batch, steps)
         except CaptureError:
             raise
         except Exception as e:
@@ -599,3 +647,20 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
         finally:
             rec.step = steps + 1
     return rec.capture
+
+
+def _run_steps(rec: _Recorder, hooks: _Hooks, workload: Callable[[int], Callable[[], Any]],
+               batch: int, steps: int) -> None:
+    """workload(batch) builds the model (step 0), then its step runs `steps` times."""
+    step = workload(batch)
+    if not callable(step):
+        raise CaptureError(
+            f"memscope.estimate: the workload returned {type(step).__name__}, not the "
+            "step function (def workload(batch): ...; return train_step)")
+    for i in range(1, steps + 1):
+        rec.step = i
+        rec.capture.step_starts.append(len(rec.capture.events))
+        step()
+        rec.module_stack.clear()
+        hooks.mark_grads()  # gradients a step keeps (no optimizer, or no zero_grad)
+        rec.capture.step_ends.append(len(rec.capture.events))

@@ -296,6 +296,27 @@ def _affine_model(caps: dict[int, Any]) -> Optional[Callable[[int], list[Event]]
     return events_at
 
 
+def _largest_fitting(fits: Callable[[int], bool], lo: int, hi: Optional[int],
+                     limit: int) -> int:
+    """The largest b in [lo, limit] with fits(b), given fits(lo) and, if hi, not fits(hi):
+    doubling from lo while no hi is known, then bisecting."""
+    if hi is None:
+        hi = lo * 2
+        while hi <= limit and fits(hi):
+            lo, hi = hi, hi * 2
+        if hi > limit:
+            if fits(limit):
+                return limit
+            hi = limit
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
 def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
               device: str = "cuda:0", config: str = "", limit: int = 1 << 16,
               workspace_bytes: Optional[int] = None) -> BatchSearch:
@@ -330,24 +351,6 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
     def done(b: int, affine: bool) -> BatchSearch:
         return BatchSearch(b, cap, tried, predicted, affine, estimates, time.perf_counter() - t0)
 
-    def search(fits: Callable[[int], bool], lo: int, hi: Optional[int]) -> int:
-        """The largest b in [lo, limit] with fits(b), given fits(lo) and, if hi, not fits(hi)."""
-        if hi is None:
-            hi = lo * 2
-            while hi <= limit and fits(hi):
-                lo, hi = hi, hi * 2
-            if hi > limit:
-                if fits(limit):
-                    return limit
-                hi = limit
-        while hi - lo > 1:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                lo = mid
-            else:
-                hi = mid
-        return lo
-
     for b in (2, 3, 4):
         captured(b)
     model = _affine_model({b: captures[b] for b in (2, 3, 4)})
@@ -367,7 +370,7 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
         if not scaled(1):
             if not captured(1):
                 return done(0, True)
-        answer = search(scaled, 1, None)
+        answer = _largest_fitting(scaled, 1, None, limit)
         if answer >= 1 and captured(answer) and (answer == limit or not captured(answer + 1)):
             return done(answer, True)
     # Capture every batch tried, starting from what the captures so far say.
@@ -379,7 +382,8 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
         fitting = [1]
     lo = max(fitting)
     above = [b for b in failing if b > lo]
-    return done(search(captured, lo, min(above) if above else None), model is not None)
+    return done(_largest_fitting(captured, lo, min(above) if above else None, limit),
+                model is not None)
 
 
 def _load_workload(spec: str) -> Workload:

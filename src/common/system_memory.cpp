@@ -1,21 +1,40 @@
 #include "common/system_memory.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
-#include <fstream>
-#include <iterator>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "common/proc_status.hpp"
 
 namespace memscope::detail {
 
 std::optional<std::string> read_small_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) return std::nullopt;
+  // O_CLOEXEC: `memscope run` reads /proc while another thread forks its command.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buffer[4096];
+  ssize_t n = 0;
+  while ((n = ::read(fd, buffer, sizeof buffer)) != 0) {
+    if (n > 0) {
+      text.append(buffer, static_cast<std::size_t>(n));
+    } else if (errno != EINTR) {
+      ::close(fd);
+      return std::nullopt;  // a directory, or a process gone while read
+    }
+  }
+  ::close(fd);
   return text;
+}
+
+std::optional<std::string> read_proc_file(int pid, const char* name) {
+  return read_small_file("/proc/" + std::to_string(pid) + "/" + name);
 }
 
 namespace {
@@ -123,6 +142,18 @@ CgroupLimit cgroup_limit(const CgroupDir& dir) {
   }
 }
 
+TightestCgroup tightest_cgroup(const std::vector<CgroupDir>& dirs) {
+  TightestCgroup tightest;
+  for (const CgroupDir& dir : dirs) {
+    CgroupLimit limit = cgroup_limit(dir);
+    if (tightest.dir == nullptr ||
+        (limit.limit != 0 && (tightest.limit.limit == 0 || limit.limit < tightest.limit.limit))) {
+      tightest = {&dir, std::move(limit)};
+    }
+  }
+  return tightest;
+}
+
 std::optional<std::size_t> cgroup_usage(const CgroupDir& dir) {
   return read_number(read_text(dir.path + (dir.v2 ? "/memory.current" : "/memory.usage_in_bytes")));
 }
@@ -139,10 +170,10 @@ SystemMemory read_system_memory() noexcept {
           }
           return false;
         });
-    for (const CgroupDir& dir :
-         memory_cgroup_dirs(read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"))) {
-      const CgroupLimit c = cgroup_limit(dir);
-      if (c.limit == 0 || c.limit >= m.total) continue;  // v1 writes "no limit" as ~2^63
+    const std::vector<CgroupDir> dirs =
+        memory_cgroup_dirs(read_text("/proc/self/cgroup"), read_text("/proc/self/mountinfo"));
+    const CgroupLimit c = tightest_cgroup(dirs).limit;
+    if (c.limit != 0 && c.limit < m.total) {
       m.total = c.limit;
       m.available = std::min(m.available, c.limit > c.usage ? c.limit - c.usage : 0);
     }

@@ -20,6 +20,10 @@ namespace memscope::detail {
 // The whole of a small file (/proc, /sys); nullopt when it cannot be opened or read.
 [[nodiscard]] std::optional<std::string> read_small_file(const std::string& path);
 
+// The whole of /proc/<pid>/<name> (stat, status, cmdline, environ); nullopt when it cannot be
+// opened or read, which for /proc means the process has gone (or belongs to someone else).
+[[nodiscard]] std::optional<std::string> read_proc_file(int pid, const char* name);
+
 struct SystemMemory {
   std::size_t total = 0;      // MemTotal, or the cgroup limit when lower
   std::size_t available = 0;  // MemAvailable, or what is left under the cgroup limit when lower
@@ -49,6 +53,14 @@ struct CgroupLimit {
 // Walks from dir.path up to (and including) dir.mount_point and returns the tightest limit.
 // "max" (v2) and v1's "no limit" (the largest page counter, about 2^63) are no limit.
 [[nodiscard]] CgroupLimit cgroup_limit(const CgroupDir& dir);
+
+// Of every hierarchy's directory, the one with the tightest limit (cgroup_limit), and that limit;
+// the first directory and no limit when none sets one; a null `dir` when `dirs` is empty.
+struct TightestCgroup {
+  const CgroupDir* dir = nullptr;  // an element of the `dirs` given
+  CgroupLimit limit;
+};
+[[nodiscard]] TightestCgroup tightest_cgroup(const std::vector<CgroupDir>& dirs);
 
 // The memory in use by the cgroup of `dir` itself (memory.current / memory.usage_in_bytes);
 // nullopt when the file cannot be read.

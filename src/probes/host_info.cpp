@@ -38,16 +38,7 @@ CgroupMemory read_cgroup_memory() noexcept {
       cg.note = "no cgroup memory controller is mounted";
       return cg;
     }
-    const detail::CgroupDir* chosen = &dirs.front();
-    detail::CgroupLimit tightest = detail::cgroup_limit(*chosen);
-    for (const detail::CgroupDir& dir : dirs) {
-      if (&dir == chosen) continue;
-      const detail::CgroupLimit limit = detail::cgroup_limit(dir);
-      if (limit.limit != 0 && (tightest.limit == 0 || limit.limit < tightest.limit)) {
-        chosen = &dir;
-        tightest = limit;
-      }
-    }
+    const auto [chosen, tightest] = detail::tightest_cgroup(dirs);
     cg.version = chosen->v2 ? 2 : 1;
     cg.path = chosen->cgroup;
     if (tightest.limit != 0) {

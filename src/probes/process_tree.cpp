@@ -17,24 +17,10 @@
 #include <system_error>
 
 #include "common/proc_status.hpp"
+#include "common/system_memory.hpp"
 
 namespace memscope {
 
-std::optional<std::string> read_proc_file(int pid, const char* name) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char buffer[4096];
-  while (true) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fd);
-  return text;
-}
 namespace {
 
 struct Stat {
@@ -48,7 +34,7 @@ struct Stat {
 // /proc/<pid>/stat: "pid (comm) state ppid ... starttime ...". comm may hold spaces and
 // parentheses, so the fields are counted from the last ')'.
 std::optional<Stat> read_stat(int pid) {
-  const std::optional<std::string> text = read_proc_file(pid, "stat");
+  const std::optional<std::string> text = detail::read_proc_file(pid, "stat");
   if (!text) return std::nullopt;
   const std::size_t close = text->rfind(')');
   if (close == std::string::npos) return std::nullopt;
@@ -79,7 +65,7 @@ std::optional<Stat> read_stat(int pid) {
 }
 
 void read_memory(TreeProcess& p) {
-  const std::optional<std::string> text = read_proc_file(p.pid, "status");
+  const std::optional<std::string> text = detail::read_proc_file(p.pid, "status");
   if (!text) return;
   detail::for_each_status_field(*text, [&p](std::string_view key, std::string_view value) {
     if (key == "VmRSS") p.rss = detail::status_kib_as_bytes(value).value_or(-1);
@@ -222,7 +208,7 @@ std::optional<bool> read_reaped_a_child(int pid) {
 }
 
 std::optional<std::string> read_arguments(int pid) {
-  std::optional<std::string> text = read_proc_file(pid, "cmdline");
+  std::optional<std::string> text = detail::read_proc_file(pid, "cmdline");
   if (!text) return std::nullopt;
   while (!text->empty() && text->back() == '\0') text->pop_back();
   if (text->empty()) return std::nullopt;
@@ -233,7 +219,7 @@ std::optional<std::string> read_arguments(int pid) {
 }
 
 std::string bracketed_name(int pid) {
-  std::optional<std::string> comm = read_proc_file(pid, "comm");
+  std::optional<std::string> comm = detail::read_proc_file(pid, "comm");
   if (!comm) return "";
   while (!comm->empty() && comm->back() == '\n') comm->pop_back();
   return "[" + *comm + "]";

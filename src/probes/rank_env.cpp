@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "memscope/process_tree.hpp"
+#include "common/system_memory.hpp"
 
 namespace memscope {
 namespace {
@@ -72,7 +72,7 @@ RankEnv parse_rank_env(std::string_view environ_block) {
 }
 
 RankEnv read_rank_env(int pid) {
-  const std::optional<std::string> text = read_proc_file(pid, "environ");
+  const std::optional<std::string> text = detail::read_proc_file(pid, "environ");
   return text ? parse_rank_env(*text) : RankEnv{};
 }
 

@@ -26,6 +26,30 @@ std::string read_text(const std::string& path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
+// The one reader of /proc and /sys files: whole files past its buffer, nothing for what cannot
+// be opened or read (a directory opens but does not read), and no descriptor left to a child
+// that `memscope run` forks while a watcher thread reads.
+TEST(SmallFiles, WholeFilesAndNothingForWhatCannotBeRead) {
+  const std::optional<std::string> maps = read_proc_file(static_cast<int>(::getpid()), "maps");
+  ASSERT_TRUE(maps.has_value());
+  EXPECT_GT(maps->size(), 4096U);  // longer than one read
+  EXPECT_EQ(maps->substr(0, 64), read_text("/proc/self/maps").substr(0, 64));
+  EXPECT_EQ(read_small_file("/proc"), std::nullopt);
+  EXPECT_EQ(read_small_file("/nonexistent/memscope"), std::nullopt);
+  EXPECT_EQ(read_proc_file(0x7ffffff0, "status"), std::nullopt);  // no such process
+}
+
+TEST(SmallFiles, NoDescriptorOutlivesTheRead) {
+  const auto open_fds = [] {
+    return std::distance(std::filesystem::directory_iterator("/proc/self/fd"),
+                         std::filesystem::directory_iterator{});
+  };
+  const auto before = open_fds();
+  for (int i = 0; i < 100; ++i) (void)read_proc_file(static_cast<int>(::getpid()), "status");
+  (void)read_small_file("/proc");
+  EXPECT_EQ(open_fds(), before);
+}
+
 // A hybrid machine (this one's layout): v1 memory controller plus a v2 mount with no memory.
 TEST(CgroupDirs, FindsTheV1MemoryHierarchyAndTheV2One) {
   const std::string cgroup = "9:name=systemd:/\n4:memory:/process_api/3ec6\n3:cpuset:/\n0::/\n";
@@ -63,6 +87,11 @@ TEST(CgroupDirs, IgnoresMalformedLines) {
 // backend both read): the tightest limit wins and says where it is set; v2's "max" and v1's
 // "no limit" page counter (about 2^63) are no limit but show the files were readable; the
 // usage is the cgroup's own.
+// The v2 directory a/b of the tree below, whose memory.max says "max".
+CgroupDir none_dir(const std::filesystem::path& root) {
+  return {(root / "a" / "b").string(), (root / "a" / "b").string(), true, "/a/b"};
+}
+
 TEST(CgroupLimit, TheTightestLimitOnTheWayUpAndWhereItIsSet) {
   const std::filesystem::path root =
       std::filesystem::temp_directory_path() / ("memscope-cgroup-" + std::to_string(::getpid()));
@@ -84,14 +113,24 @@ TEST(CgroupLimit, TheTightestLimitOnTheWayUpAndWhereItIsSet) {
   EXPECT_EQ(cgroup_usage(v1), std::optional<std::size_t>(512));  // its own
 
   write(root / "a" / "b" / "memory.max", "max\n");
-  const CgroupLimit none =
-      cgroup_limit({(root / "a" / "b").string(), (root / "a" / "b").string(), true, "/a/b"});
+  const CgroupLimit none = cgroup_limit(none_dir(root));
   EXPECT_EQ(none.limit, 0U);
   EXPECT_TRUE(none.at.empty());
   EXPECT_TRUE(none.readable);
   const CgroupDir missing{(root / "nowhere").string(), (root / "nowhere").string(), true, "/"};
   EXPECT_FALSE(cgroup_limit(missing).readable);
   EXPECT_EQ(cgroup_usage(missing), std::nullopt);
+
+  // Across hierarchies (what `memscope info` shows and the host backend's capacity both use):
+  // the limited one wins wherever it stands; the first when none is limited; none of none.
+  const std::vector<CgroupDir> both{none_dir(root), v1};
+  const TightestCgroup tightest = tightest_cgroup(both);
+  ASSERT_EQ(tightest.dir, &both[1]);
+  EXPECT_EQ(tightest.limit.limit, std::size_t{1} << 30);
+  const std::vector<CgroupDir> unlimited{none_dir(root), missing};
+  EXPECT_EQ(tightest_cgroup(unlimited).dir, &unlimited[0]);
+  EXPECT_EQ(tightest_cgroup(unlimited).limit.limit, 0U);
+  EXPECT_EQ(tightest_cgroup({}).dir, nullptr);
   std::filesystem::remove_all(root);
 }
 

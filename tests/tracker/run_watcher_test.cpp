@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/system_memory.hpp"
 #include "memscope/process_tree.hpp"
 #include "memscope/run_watcher.hpp"
 #include "probes/proc_files.hpp"
@@ -204,7 +205,8 @@ TEST(RunWatcherPeaks, APeakBeforeTheExecIsNotTheNewPrograms) {
   volatile char* fat = fat_pages.get();
   for (std::int64_t i = 0; i < kFat; i += 4096) fat[i] = 1;
   // sleep(1), under a link with this process's own name: the exec changes no name.
-  const std::optional<std::string> comm = read_proc_file(static_cast<int>(::getpid()), "comm");
+  const std::optional<std::string> comm =
+      memscope::detail::read_proc_file(static_cast<int>(::getpid()), "comm");
   ASSERT_TRUE(comm.has_value());
   const std::string name = comm->substr(0, comm->find('\n'));
   char dir_template[] = "/tmp/memscope-exec-XXXXXX";
@@ -270,7 +272,7 @@ TEST(RunWatcherCommands, AnEmptyCommandLineIsReadAgainAtTheNextSample) {
     // Where this process's arguments live: /proc/self/stat field 48, and cmdline's length.
     const std::optional<TreeProcess> self = read_process(static_cast<int>(::getpid()));
     const std::optional<std::string> arguments =
-        read_proc_file(static_cast<int>(::getpid()), "cmdline");
+        memscope::detail::read_proc_file(static_cast<int>(::getpid()), "cmdline");
     if (!self || self->image == 0 || !arguments || arguments->size() < 8) ::_exit(2);
     // NOLINTNEXTLINE(performance-no-int-to-ptr): the kernel gives the address as a number
     char* area = reinterpret_cast<char*>(self->image);

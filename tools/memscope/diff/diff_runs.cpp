@@ -296,11 +296,6 @@ std::optional<std::size_t> biggest_process(const RunRecord& a, const RunRecord& 
   return std::nullopt;
 }
 
-struct RecordPair {
-  const RunRecord& a;
-  const RunRecord& b;
-};
-
 std::string shortened(std::string command) {
   if (command.size() > 60) command = command.substr(0, 57) + "...";
   return command;
@@ -308,7 +303,7 @@ std::string shortened(std::string command) {
 
 // "peak tree RSS +1.00 GiB (+50.0%), mostly stage train (+1.00 GiB); the process that changed
 // most: python3 train.py (+1.00 GiB peak RSS)".
-std::string run_verdict(const RecordPair& runs, const RunDiff& c) {
+std::string run_verdict(const RunRecord& a, const RunRecord& b, const RunDiff& c) {
   std::string summary;
   const Line& peak = c.overall[1];
   if (peak.both()) {
@@ -325,7 +320,7 @@ std::string run_verdict(const RecordPair& runs, const RunDiff& c) {
     summary += fmt::format(", mostly stage {} ({})", stage.where,
                            signed_bytes(static_cast<std::int64_t>(stage.change())));
   }
-  if (const auto process_index = biggest_process(runs.a, runs.b, c.commands)) {
+  if (const auto process_index = biggest_process(a, b, c.commands)) {
     const Line& process = c.commands[*process_index];
     summary +=
         fmt::format("; the process that changed most: {} ({} peak RSS)", shortened(process.where),
@@ -345,7 +340,7 @@ RunDiff diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names
   };
   c.stages = stage_lines(a, b);
   c.commands = command_lines(a, b);
-  c.summary = run_verdict({a, b}, c);
+  c.summary = run_verdict(a, b, c);
   return c;
 }
 

@@ -296,7 +296,13 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
 }
 
 inline Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
-  Block* block = tight_ ? bins.best_fit_lowest(rounded) : bins.best_fit(rounded);
+  // Fixed segments: among equal sizes the lowest address, as PyTorch's rules take. The most
+  // recent instead made the smallest device that fits cs336-medium ctx128 and ctx512 0.01-0.03
+  // GB bigger than PyTorch's (a segment held a live block PyTorch's rules had left free to
+  // release). Expandable segments keep the most recent until at capacity: keeps_placement()'s
+  // front-cache rule assumes it.
+  Block* block =
+      tight_ || !split_every_remainder_ ? bins.best_fit_lowest(rounded) : bins.best_fit(rounded);
   if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
     return nullptr;
   }
@@ -447,6 +453,7 @@ void AllocatorCore::cache_in_bins(Block* block) noexcept {
   // front_cache_keeps_placement() let off while best fit had nothing else to pick.
   if (!block->segment->expandable) {
     if (block->prev != nullptr) block->prev->mark_slow_free(Block::kNextCached);
+    if (block->next != nullptr) block->next->mark_slow_free(Block::kPrevCached);
     if (const Block* only = bins.only_block(); only != nullptr && only->prev != nullptr) {
       only->prev->mark_slow_free(Block::kNextCached);
     }
@@ -455,7 +462,18 @@ void AllocatorCore::cache_in_bins(Block* block) noexcept {
 }
 
 bool AllocatorCore::front_cache_keeps_placement(Block* block) noexcept {
-  if ((block->use.slow_free & Block::kNextCached) == 0) return true;
+  const auto marks =
+      static_cast<std::uint8_t>(block->use.slow_free & (Block::kNextCached | Block::kPrevCached));
+  if (marks == 0) return true;
+  // Its previous neighbour cached: best fit splits the merged block at that neighbour's lower
+  // address, where PyTorch's rules place the next allocation of this size (cs336-medium ctx128
+  // at capacity: a 2 MiB block taken back above a cached 4 MiB one left a 20 MiB segment
+  // holding a live block that PyTorch's rules had left free to release).
+  if (block->prev != nullptr && block->prev->cached) return false;
+  if ((marks & Block::kNextCached) == 0) {
+    block->unmark_slow_free(Block::kPrevCached);
+    return true;
+  }
   // Its next neighbour cached beside other cached blocks: best fit merges the two and may find
   // a better fit among the others, placing the allocation elsewhere (octree-nca2d and cs336-xl
   // bf16 reserved more than PyTorch's rules; issue 25). To the bins, then, where it merges.
@@ -463,7 +481,7 @@ bool AllocatorCore::front_cache_keeps_placement(Block* block) noexcept {
   // takes it: the reason is gone until FreeBins caches a second block (mark_next_cached).
   const Block* next = block->next;
   if (next != nullptr && next->cached && block->segment->bins->count() != 1) return false;
-  block->unmark_slow_free(Block::kNextCached);
+  block->unmark_slow_free(marks);
   return true;
 }
 

@@ -169,12 +169,14 @@ class AllocatorCore {
   // rest keeps placement PyTorch's on the corpus: taking every such block back made the 3-D
   // cellular automaton reserve 1.2982 instead of 1.1579 of its live peak (issue 25).
   [[nodiscard]] static bool keeps_placement(const detail::Block* block) noexcept;
-  // Fixed segments: whether a freed block marked kNextCached may still enter the front cache,
-  // that is whether best fit, merging it with its cached next neighbour, would place the next
-  // allocation of its size where a hit would; clears the mark when the reason is gone.
+  // Fixed segments: whether a freed block marked kNextCached or kPrevCached may still enter the
+  // front cache, that is whether best fit, merging it with its cached neighbours, would place the
+  // next allocation of its size where a hit would (never with a cached previous neighbour);
+  // clears the marks when the reasons are gone.
   [[nodiscard]] static bool front_cache_keeps_placement(detail::Block* block) noexcept;
   // Into its segment's bins (a fixed segment's after the split or merge), marking the blocks
-  // whose next neighbour is then cached beside another cached block kNextCached.
+  // whose next neighbour is then cached beside another cached block kNextCached, and the block
+  // after it kPrevCached.
   static void cache_in_bins(detail::Block* block) noexcept;
   // The newest recent block, taken out of the list, when it is of exactly `rounded` bytes; else
   // nullptr. The list must not be empty.
@@ -282,15 +284,16 @@ class AllocatorCore {
     kOffFreeing = kHookWindows | kHookRecord | kOffWaitingExpandable | kOffTight,  // file_if_hot()
     kOffReusing = ~0U,                                                             // reuse()
   };
-  // At capacity (issue 25): with fixed segments, once a new segment has been refused (the
-  // memory limit or the device is full, and cached segments are about to be released), every
-  // free goes to the bins, merged at once, and best fit takes the lowest address among blocks of
-  // its size, as PyTorch's rules do: the front cache's unmerged blocks and most-recent ties made
-  // the smallest device that fits bigger than PyTorch's. Entering it when reserved passed half
-  // the limit fitted all 15 traces of the corpus within PyTorch's (at the limit: 12, each
-  // within 0.03 GB), but a job that reserves more than half the device, most training jobs,
-  // then paid 600-800 instructions per hit pair instead of 149. Set by allocate_segment() before
-  // its release-and-retry, cleared by empty_cache() below half the limit.
+  // At capacity: with fixed segments, once a new segment has been refused (the memory limit or
+  // the device is full, and cached segments are about to be released), every free goes to the
+  // bins, merged at once: the front cache's unmerged blocks made the smallest device that fits
+  // bigger than PyTorch's. (Best fit takes the lowest address among blocks of its size, as
+  // PyTorch's rules do, at capacity or not; with expandable segments only from here on.)
+  // Entering it when reserved passed half the limit fitted all 15 traces of the corpus within
+  // PyTorch's (at the limit: 12, each within 0.03 GB; with the lowest-address ties and
+  // kPrevCached, all 15), but a job that reserves more than half the device, most training
+  // jobs, then paid 600-800 instructions per hit pair instead of 149. Set by allocate_segment()
+  // before its release-and-retry, cleared by empty_cache() below half the limit.
   void enter_tight() noexcept;
   bool tight_ = false;
   [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path_ must be

@@ -169,6 +169,12 @@ void AllocatorCore::validate() const {
                                   ": its next neighbour is cached beside others, yet its free may "
                                   "take the hot path (kNextCached unset)");
       }
+      if (!s->expandable && b->use.allocated && before != nullptr && before->cached &&
+          (b->use.slow_free & Block::kPrevCached) == 0) {
+        broken("block-state", describe(b) +
+                                  ": its previous neighbour is cached, yet its free may take the "
+                                  "hot path (kPrevCached unset)");
+      }
       if (b->other_streams() == b->stream_uses.empty()) {
         broken("block-state", describe(b) + fmt::format(": other_streams is {} for {} streams",
                                                         b->other_streams(), b->stream_uses.size()));

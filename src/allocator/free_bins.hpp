@@ -47,8 +47,8 @@ class FreeBins {
   // The best-fitting block for `size` bytes, left in place, or nullptr.
   [[nodiscard]] Block* best_fit(std::size_t size) const noexcept;
   // The same size of block, but among blocks of that size the one at the lowest address (as
-  // PyTorch's rules choose) of the first kLowestOf in best-fit order: the allocator near
-  // capacity (AllocatorCore::tight_).
+  // PyTorch's rules choose) of the first kLowestOf in best-fit order: what the allocator takes
+  // from its bins (AllocatorCore::take_cached).
   static constexpr std::size_t kLowestOf = 64;
   [[nodiscard]] Block* best_fit_lowest(std::size_t size) const noexcept;
 

@@ -2,7 +2,10 @@
 // beside other cached blocks goes to the bins, where it merges, so the next allocation of its
 // size lands where best fit (PyTorch's rules) puts it, not back on the block. A block whose next
 // neighbour is the pool's only cached block still takes the hot path: best fit would split the
-// merged block at the same address. Each scenario below placed the allocation elsewhere before.
+// merged block at the same address. A freed block whose previous neighbour is cached goes to the
+// bins too: merged, best fit splits the merged block at the neighbour's lower address. Among
+// cached blocks of one size, best fit takes the lowest address, as PyTorch's rules do. Each
+// scenario below placed the allocation elsewhere before.
 #include <gtest/gtest.h>
 
 #include <cstddef>
@@ -76,6 +79,45 @@ TEST(FrontCachePlacement, ASecondCachedBlockSendsTheBlockBeforeTheFirstToTheBins
   EXPECT_EQ(q, offset(u, 512));
   allocator.validate();
   for (void* x : {q, small, v}) allocator.deallocate(x);
+  allocator.validate();
+}
+
+TEST(FrontCachePlacement, ABlockAfterACachedOneGoesToTheBinsAndMergesDown) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB));
+  void* x = allocator.allocate(8 * KiB);  // one 2 MiB segment: x, y, g, then the cached rest
+  void* y = allocator.allocate(8 * KiB);
+  void* g = allocator.allocate(4 * KiB);  // keeps y from merging with the rest
+  ASSERT_EQ(y, offset(x, 8 * KiB));
+  allocator.deallocate(x);
+  void* big = allocator.allocate(4 * MiB);  // another size: x goes into the bins
+  allocator.validate();
+  allocator.deallocate(y);  // its previous neighbour x is cached
+  allocator.validate();
+  // Best fit on x merged with y: the merged block, split at x.
+  void* p = allocator.allocate(8 * KiB);
+  EXPECT_EQ(p, x);
+  allocator.validate();
+  for (void* q : {p, g, big}) allocator.deallocate(q);
+  allocator.validate();
+}
+
+TEST(FrontCachePlacement, AmongCachedBlocksOfOneSizeTheLowestAddressServes) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB));
+  void* a = allocator.allocate(8 * KiB);  // a, g1, b, g2, then the cached rest
+  void* g1 = allocator.allocate(4 * KiB);
+  void* b = allocator.allocate(8 * KiB);
+  void* g2 = allocator.allocate(4 * KiB);
+  ASSERT_EQ(b, offset(a, 12 * KiB));
+  allocator.deallocate(a);
+  allocator.deallocate(b);                  // the more recently freed, at the higher address
+  void* big = allocator.allocate(4 * MiB);  // another size: both go into the bins
+  allocator.validate();
+  void* p = allocator.allocate(8 * KiB);
+  EXPECT_EQ(p, a);
+  void* q = allocator.allocate(8 * KiB);
+  EXPECT_EQ(q, b);
+  allocator.validate();
+  for (void* r : {p, q, g1, g2, big}) allocator.deallocate(r);
   allocator.validate();
 }
 

@@ -107,7 +107,7 @@ TEST(TorchRules, MemscopeReservesAsTheRulesOnRandomSteps) {
     const ReplayPlan plan = random_steps(seed);
     CachingAllocator allocator(std::make_shared<SimulatedBackend>(64 * GiB), AllocatorConfig{});
     std::map<std::uint64_t, void*> live;
-    const auto model = bench::replay_torch_rules(plan, bench::TieBreak::most_recent);
+    const auto model = bench::replay_torch_rules(plan, bench::TieBreak::lowest_address);
     ASSERT_EQ(plan.ops.size(), model.reserved_series.size());
     for (std::size_t i = 0; i < plan.ops.size(); ++i) {
       const ReplayOp& op = plan.ops[i];

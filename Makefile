@@ -97,7 +97,7 @@ bench: build
 	@./build/bench/memscope_corpus_bench --capacity --iterations 10 --doc docs/benchmarks.md
 
 # Every libFuzzer target for FUZZ_SECONDS each (new inputs it finds go to build-fuzz/corpus-*).
-FUZZ_TARGETS := config size pickle rmm_log snapshot_json cli_json
+FUZZ_TARGETS := config size pickle rmm_log snapshot_json cli_json wire
 FUZZ_SECONDS ?= 60
 fuzz: bootstrap
 	@cmake --preset fuzz >/dev/null

@@ -22,10 +22,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
 #include <utility>
 
 #include "memscope/backend.hpp"
+#include "memscope/forwarding_backend.hpp"
 
 namespace memscope::bench {
 
@@ -49,51 +49,45 @@ struct DriverCalls {
   }
 };
 
-class CountingBackend final : public Backend {
+class CountingBackend final : public ForwardingBackend {
  public:
-  explicit CountingBackend(std::shared_ptr<Backend> inner) : inner_(std::move(inner)) {}
+  explicit CountingBackend(std::shared_ptr<Backend> inner) : ForwardingBackend(std::move(inner)) {}
 
   [[nodiscard]] const DriverCalls& calls() const noexcept { return calls_; }
 
-  [[nodiscard]] std::string name() const override { return inner_->name(); }
-  [[nodiscard]] MemoryKind memory_kind() const noexcept override { return inner_->memory_kind(); }
-  [[nodiscard]] std::size_t capacity() const override { return inner_->capacity(); }
   [[nodiscard]] std::size_t free_bytes() const override {
     ++calls_.mem_get_info;
-    return inner_->free_bytes();
+    return ForwardingBackend::free_bytes();
   }
   [[nodiscard]] void* reserve(std::size_t bytes) override {
     ++calls_.mem_alloc;
-    return inner_->reserve(bytes);
+    return ForwardingBackend::reserve(bytes);
   }
   void release(void* base, std::size_t bytes) noexcept override {
     ++calls_.mem_free;
-    inner_->release(base, bytes);
-  }
-  [[nodiscard]] std::size_t page_granularity() const noexcept override {
-    return inner_->page_granularity();
+    ForwardingBackend::release(base, bytes);
   }
   [[nodiscard]] void* reserve_address_range(std::size_t bytes) override {
     ++calls_.address_reserve;
-    return inner_->reserve_address_range(bytes);
+    return ForwardingBackend::reserve_address_range(bytes);
   }
   void release_address_range(void* base, std::size_t bytes) noexcept override {
     ++calls_.address_free;
-    inner_->release_address_range(base, bytes);
+    ForwardingBackend::release_address_range(base, bytes);
   }
   [[nodiscard]] bool map_pages(void* address, std::size_t bytes, std::size_t page) override {
     calls_.mem_create += bytes / page;
     calls_.mem_map += bytes / page;
     ++calls_.mem_set_access;
     calls_.mappings_given_access += bytes / page;
-    return inner_->map_pages(address, bytes, page);
+    return ForwardingBackend::map_pages(address, bytes, page);
   }
   void unmap_pages(void* address, std::size_t bytes, std::size_t page,
                    StreamId stream) noexcept override {
     ++calls_.stream_synchronize;
     calls_.mem_unmap += bytes / page;
     calls_.mem_release += bytes / page;
-    inner_->unmap_pages(address, bytes, page, stream);
+    ForwardingBackend::unmap_pages(address, bytes, page, stream);
   }
   [[nodiscard]] bool move_pages(void* from, void* to, std::size_t bytes, std::size_t page,
                                 StreamId stream) override {
@@ -102,18 +96,10 @@ class CountingBackend final : public Backend {
     calls_.mem_map += bytes / page;
     ++calls_.mem_set_access;
     calls_.mappings_given_access += bytes / page;
-    return inner_->move_pages(from, to, bytes, page, stream);
+    return ForwardingBackend::move_pages(from, to, bytes, page, stream);
   }
-  [[nodiscard]] EventId create_event() override { return inner_->create_event(); }
-  void destroy_event(EventId event) noexcept override { inner_->destroy_event(event); }
-  void record_event(EventId event, StreamId stream) override {
-    inner_->record_event(event, stream);
-  }
-  [[nodiscard]] bool query_event(EventId event) override { return inner_->query_event(event); }
-  void synchronize_event(EventId event) override { inner_->synchronize_event(event); }
 
  private:
-  std::shared_ptr<Backend> inner_;
   mutable DriverCalls calls_;
 };
 

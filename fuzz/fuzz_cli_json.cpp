@@ -51,7 +51,9 @@ void exercise(const std::string& path) {
       const RunRecord record = run_record_from_json(file.json, "fuzz");
       (void)format_run_summary(record);
       (void)memscope::report::render_html(report_of_run(record));
-      (void)memscope::report::json_text(diff_runs(record, record, names).json, 1);
+      const RunDiff diff = diff_runs(record, record, names);
+      (void)memscope::report::render_text(diff.to_report());
+      (void)memscope::report::json_text(diff.to_json(), 1);
       (void)memscope::report::json_text(run_record_to_json(record), 1);
       break;
     }
@@ -64,7 +66,9 @@ void exercise(const std::string& path) {
     case InputKind::metrics: {
       const memscope::Metrics metrics = memscope::load_metrics(path);
       (void)memscope::report::render_html(report_of_metrics(metrics, "fuzz"));
-      (void)memscope::report::json_text(diff_metrics(metrics, metrics, names).json, 1);
+      const MetricsDiff diff = diff_metrics(metrics, metrics, names);
+      (void)memscope::report::render_text(diff.to_report());
+      (void)memscope::report::json_text(diff.to_json(), 1);
       break;
     }
     case InputKind::trace:  // fuzz_pickle, fuzz_snapshot_json and fuzz_rmm_log cover these

@@ -35,6 +35,7 @@ class JsonSource {
   // "{source}: field '{path}' {problem} ({kind})"; an empty path is the document itself.
   [[noreturn]] void fail(const std::string& path, std::string_view problem) const;
   [[nodiscard]] const std::string& source() const noexcept { return source_; }
+  [[nodiscard]] const std::string& kind() const noexcept { return kind_; }
 
   // Checks of a value found at `path` (an array's element, say).
   [[nodiscard]] double number_or_nan(const nlohmann::json& value, const std::string& path) const;
@@ -59,6 +60,8 @@ class JsonObject {
   [[noreturn]] void fail(std::string_view key, std::string_view problem) const;
   [[nodiscard]] const JsonSource& source() const noexcept { return *source_; }
   [[nodiscard]] const nlohmann::json& json() const noexcept { return *value_; }
+  // Where the object sits in its file: "" for the document itself, "report" inside a replay.
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
 
   // Present and not null.
   [[nodiscard]] bool has(const char* key) const;

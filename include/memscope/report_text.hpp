@@ -6,8 +6,10 @@
 // "µs" line up. A table's title and note are the caller's to print: only the grid is rendered.
 //
 // render_text(Report) is the terminal's form of a whole Report: its title and subtitle, the
-// summary as aligned key/value lines, each table under its title with its note, then the notes;
-// the series, bands, peak marker and segment map are the page's alone.
+// summary as aligned key/value lines, each table under its title with its note (a table whose
+// columns have no titles prints as key/value lines: no header), then the notes, a blank line
+// between parts and none before the first; the series, bands, peak marker and segment map are
+// the page's alone.
 //
 // TextTable builds a Table row by row for the subcommands that print tables.
 //

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "memscope/json_envelope.hpp"
 #include "memscope/json_reader.hpp"
 #include "memscope/report.hpp"
 #include "memscope/report_json.hpp"
@@ -100,7 +101,7 @@ nlohmann::json segment_map_to_json(const SegmentMap& map) {
 }
 
 nlohmann::json report_to_json(const Report& report) {
-  nlohmann::json j = {{"format", "memscope-report"}, {"version", kVersion}};
+  nlohmann::json j = envelope("report", kVersion);
   j["title"] = report.title;
   j["subtitle"] = report.subtitle;
   nlohmann::json summary = nlohmann::json::array();
@@ -158,14 +159,7 @@ Report report_from_json(const nlohmann::json& json, const std::string& source) {
 
 Report report_from_json(const JsonObject& r) {
   const nlohmann::json& json = r.json();
-  if (json.value("format", nlohmann::json()) != "memscope-report") {  // any type: no throw
-    r.fail("format", "must be \"memscope-report\"");
-  }
-  const nlohmann::json& version = r.at("version");
-  if (!version.is_number_integer() || version.get<std::int64_t>() != kVersion) {
-    r.fail("version",
-           fmt::format("must be {} (this memscope reads version {} reports)", kVersion, kVersion));
-  }
+  (void)read_envelope(r, "report", kVersion);
   Report report;
   report.title = r.text("title");
   report.subtitle = r.text("subtitle");

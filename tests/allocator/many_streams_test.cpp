@@ -13,6 +13,7 @@
 #include "expandable_checks.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/caching_allocator.hpp"
+#include "memscope/forwarding_backend.hpp"
 #include "memscope/simulated_backend.hpp"
 #include "memscope/units.hpp"
 #include "sanitizers.hpp"
@@ -135,49 +136,20 @@ TEST(ManyStreamsExpandable, TwentyThousandStreamsFindAddressSpace) {
 
 // A simulated device that counts the address ranges held (expandable segments reserve one per
 // stream and pool).
-class RangeCountingDevice final : public Backend {
+class RangeCountingDevice final : public ForwardingBackend {
  public:
-  explicit RangeCountingDevice(std::size_t capacity) : device_(capacity) {}
+  explicit RangeCountingDevice(std::size_t capacity)
+      : ForwardingBackend(std::make_shared<SimulatedBackend>(capacity)) {}
   std::size_t ranges = 0;
-  [[nodiscard]] std::string name() const override { return device_.name(); }
-  [[nodiscard]] MemoryKind memory_kind() const noexcept override { return device_.memory_kind(); }
-  [[nodiscard]] std::size_t capacity() const override { return device_.capacity(); }
-  [[nodiscard]] std::size_t free_bytes() const override { return device_.free_bytes(); }
-  [[nodiscard]] void* reserve(std::size_t bytes) override { return device_.reserve(bytes); }
-  void release(void* base, std::size_t bytes) noexcept override { device_.release(base, bytes); }
-  [[nodiscard]] std::size_t page_granularity() const noexcept override {
-    return device_.page_granularity();
-  }
   [[nodiscard]] void* reserve_address_range(std::size_t bytes) override {
-    void* base = device_.reserve_address_range(bytes);
+    void* base = ForwardingBackend::reserve_address_range(bytes);
     if (base != nullptr) ++ranges;
     return base;
   }
   void release_address_range(void* base, std::size_t bytes) noexcept override {
-    device_.release_address_range(base, bytes);
+    ForwardingBackend::release_address_range(base, bytes);
     --ranges;
   }
-  [[nodiscard]] bool map_pages(void* address, std::size_t bytes, std::size_t page) override {
-    return device_.map_pages(address, bytes, page);
-  }
-  void unmap_pages(void* address, std::size_t bytes, std::size_t page,
-                   StreamId stream) noexcept override {
-    device_.unmap_pages(address, bytes, page, stream);
-  }
-  [[nodiscard]] bool move_pages(void* from, void* to, std::size_t bytes, std::size_t page,
-                                StreamId stream) override {
-    return device_.move_pages(from, to, bytes, page, stream);
-  }
-  [[nodiscard]] EventId create_event() override { return device_.create_event(); }
-  void destroy_event(EventId event) noexcept override { device_.destroy_event(event); }
-  void record_event(EventId event, StreamId stream) override {
-    device_.record_event(event, stream);
-  }
-  [[nodiscard]] bool query_event(EventId event) override { return device_.query_event(event); }
-  void synchronize_event(EventId event) override { device_.synchronize_event(event); }
-
- private:
-  SimulatedBackend device_;
 };
 
 TEST(ManyStreamsExpandable, RecyclingAtTheLimitGivesEmptiedRangesBack) {

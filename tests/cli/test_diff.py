@@ -3,6 +3,7 @@ changes, and the pairs it refuses."""
 
 from __future__ import annotations
 
+import html
 import json
 import sys
 from pathlib import Path
@@ -36,7 +37,7 @@ def test_metrics_with_a_known_change(tmp_path: Path, artifacts: Path) -> None:
     out_json = artifacts / "metrics-diff.json"
     out = memscope("diff", a, b, "--json", out_json, check=True).stdout
     lines = out.splitlines()
-    rows = lines[lines.index(next(line for line in lines if line.startswith("-----"))) + 1:]
+    rows = lines[lines.index(next(line for line in lines if line.strip().startswith("-----"))) + 1:]
     # Memory keys first, the largest absolute change first.
     assert rows[0].split()[:2] == ["train", "train_mem_gpu_alloc_delta"]
     assert "+312.00 MiB" in rows[0] and "+15.2%" in rows[0]
@@ -85,6 +86,23 @@ def test_runs_by_stage_and_command(tmp_path: Path, artifacts: Path) -> None:
                                             "cpu_peaked_delta"}
     assert data["commands"][0]["where"] == "python3 train.py"
     assert data["commands"][0]["change"] == 300 * MiB
+
+
+def test_runs_html_shows_the_terminal_tables(tmp_path: Path) -> None:
+    """The terminal and the page render one Report: every cell the terminal shows is on the page,
+    and the page has one table per titled table of the text."""
+    a = write_run(tmp_path / "a.json", stages={"train": 700 * MiB},
+                  processes={"python3 train.py": 650 * MiB}, peak=900 * MiB)
+    b = write_run(tmp_path / "b.json", stages={"train": 1000 * MiB},
+                  processes={"python3 train.py": 950 * MiB}, peak=1200 * MiB)
+    page = tmp_path / "diff.html"
+    out = memscope("diff", a, b, "--html", page, check=True).stdout
+    text = html.unescape(page.read_text(encoding="utf-8"))
+    assert text.count('<table class="data">') == 3  # the whole run, stages, processes
+    verdict = next(line for line in out.splitlines() if line.startswith("peak tree RSS"))
+    assert verdict in text
+    for cell in ("python3 train.py", "+300.00 MiB", "+46.2%", "command line", "1000.00 MiB"):
+        assert cell in out and f">{cell}<" in text, cell
 
 
 SHIM = "bash /home/u/.pyenv/libexec/pyenv-version-name"

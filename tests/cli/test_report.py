@@ -131,12 +131,26 @@ def test_replay_text_is_the_report_of_its_json(which: str, options: list[str],
     assert report == printed
 
 
-def test_replay_json_of_a_newer_version_is_refused(tmp_path: Path) -> None:
+def newer(kind: str) -> dict:
+    """A file of `kind` from a memscope newer than this one (version 99 of its envelope)."""
+    if kind == "run":
+        return {"format": "memscope-run", "version": 99}
+    if kind == "replay":
+        return {"format": "memscope-replay", "version": 99, "rows": []}
+    # A current replay result holding a report from the future.
+    return {"format": "memscope-replay", "version": 2, "report": {"format": "memscope-report",
+                                                                   "version": 99}}
+
+
+@pytest.mark.parametrize("kind", ["run", "replay", "report"])
+def test_a_newer_version_of_each_kind_is_refused_saying_to_upgrade(tmp_path: Path,
+                                                                   kind: str) -> None:
     path = tmp_path / "future.json"
-    path.write_text(json.dumps({"format": "memscope-replay", "version": 99, "rows": []}))
+    path.write_text(json.dumps(newer(kind)))
     result = memscope("report", path)
     assert result.returncode == 3
-    assert str(path) in result.stderr and "version 99" in result.stderr
+    assert f"{path}: memscope-{kind} version 99" in result.stderr, result.stderr
+    assert "written by a newer memscope" in result.stderr and "upgrade memscope" in result.stderr
 
 
 @pytest.mark.parametrize("report,field", [

@@ -50,5 +50,21 @@ TEST(RenderText, TextTableIsATableValue) {
   EXPECT_THROW((void)render_text(bad), std::invalid_argument);
 }
 
+TEST(RenderText, AReportWithoutTitleStartsWithItsFirstTableAndUntitledColumnsPrintNoHeader) {
+  Report report;
+  report.tables.push_back({"Host", {"", ""}, {false, false}, {{"total", "1 GiB"}}, ""});
+  report.tables.push_back(sample());
+  report.tables.back().title = "Sizes";
+  report.notes.push_back("done");
+  EXPECT_EQ(render_text(report),
+            "Host:\n"
+            "  total  1 GiB\n"
+            "\n"
+            "Sizes:\n" +
+                render_text(sample(), {.indent = 2}) +
+                "\n"
+                "done\n");
+}
+
 }  // namespace
 }  // namespace memscope::report

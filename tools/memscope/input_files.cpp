@@ -7,14 +7,15 @@
 
 #include <cerrno>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <system_error>
 
 #include "cli.hpp"
 #include "memscope/atomic_file.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/json_envelope.hpp"
 #include "memscope/report_json.hpp"
 #include "memscope/trace.hpp"
-#include "run/run_record.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -156,6 +157,10 @@ void write_output_file(const fs::path& path, std::string_view content, std::stri
   }
 }
 
+void write_json_output(const fs::path& path, const nlohmann::json& json) {
+  write_output_file(path, report::json_text(json, 1) + "\n", "--json");
+}
+
 InputFile read_input(const fs::path& path, std::string_view role) {
   InputFile file;
   file.path = path;
@@ -183,10 +188,10 @@ InputFile read_input(const fs::path& path, std::string_view role) {
                          ")");
     }
   }
-  if (is_run_record(json) ||
-      (json.is_object() && json.value("format", nlohmann::json()) == "memscope-run")) {
+  const std::optional<std::string> envelope = report::envelope_kind(json);
+  if (envelope == "run") {
     file.kind = InputKind::run;
-  } else if (json.is_object() && json.value("format", nlohmann::json()) == "memscope-replay") {
+  } else if (envelope == "replay") {
     file.kind = InputKind::replay;
   } else if (is_trace_json(json)) {
     file.kind = InputKind::trace;

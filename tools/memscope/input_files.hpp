@@ -60,4 +60,8 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Named
 void write_output_file(const std::filesystem::path& path, std::string_view content,
                        std::string_view option);
 
+// --json FILE: `json` as memscope writes JSON (report::json_text, indented), through
+// write_output_file().
+void write_json_output(const std::filesystem::path& path, const nlohmann::json& json);
+
 }  // namespace memscope::cli

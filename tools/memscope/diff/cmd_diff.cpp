@@ -14,7 +14,8 @@
 #include "diff/diff.hpp"
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
-#include "memscope/report_json.hpp"
+#include "memscope/report_html.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/trace.hpp"
 #include "progress.hpp"
 #include "run/run_record.hpp"
@@ -26,6 +27,7 @@ struct DiffArgs {
   std::string a;
   std::string b;
   std::string json;
+  std::string html;
   std::size_t top = 20;
   std::int64_t device = -1;
 };
@@ -49,8 +51,23 @@ Metrics metrics_of(const InputFile& f) {
   }
 }
 
+// The terminal's text, then --json and --html, all from the one value.
+template <typename Result>
+void emit(const Result& result, const DiffArgs& args) {
+  const report::Report report = result.to_report();
+  std::fputs(report::render_text(report).c_str(), stdout);
+  if (!args.json.empty()) {
+    write_json_output(args.json, result.to_json());
+    std::printf("diff JSON: %s\n", args.json.c_str());
+  }
+  if (!args.html.empty()) {
+    report::write_html(report, args.html);
+    std::printf("HTML report: %s\n", args.html.c_str());
+  }
+}
+
 int run_diff_command(const DiffArgs& args) {
-  check_outputs({{"A", args.a}, {"B", args.b}}, {{"--json", args.json}});
+  check_outputs({{"A", args.a}, {"B", args.b}}, {{"--json", args.json}, {"--html", args.html}});
   Progress progress("memscope diff");
   progress.phase("memscope diff: reading " + args.a);
   const InputFile a = read_input(args.a, "A");
@@ -77,34 +94,36 @@ int run_diff_command(const DiffArgs& args) {
                     "traces)",
                     args.a, kind_phrase(a), args.b, kind_phrase(b)));
   }
-  DiffNames names{args.a, args.b, args.top};
-  DiffOutput out;
+  const DiffNames names{args.a, args.b, args.top};
   switch (a.kind) {
-    case InputKind::metrics:
-      out = diff_metrics(metrics_of(a), metrics_of(b), names);
+    case InputKind::metrics: {
+      const MetricsDiff diff = diff_metrics(metrics_of(a), metrics_of(b), names);
+      progress.finish();
+      emit(diff, args);
       break;
-    case InputKind::run:
-      out = diff_runs(run_record_from_json(a.json, args.a), run_record_from_json(b.json, args.b),
-                      names);
+    }
+    case InputKind::run: {
+      const RunDiff diff = diff_runs(run_record_from_json(a.json, args.a),
+                                     run_record_from_json(b.json, args.b), names);
+      progress.finish();
+      emit(diff, args);
       break;
+    }
     case InputKind::trace: {
       progress.phase("memscope diff: reading the traces");
       const TorchSnapshot ta = read_trace(a.bytes, args.a);
       const TorchSnapshot tb = read_trace(b.bytes, args.b);
       progress.phase("memscope diff: replaying both traces");
-      out = diff_traces(ta, tb, names,
-                        args.device >= 0 ? std::optional<std::int64_t>(args.device) : std::nullopt);
+      const TraceDiff diff =
+          diff_traces(ta, tb, names,
+                      args.device >= 0 ? std::optional<std::int64_t>(args.device) : std::nullopt);
+      progress.finish();
+      emit(diff, args);
       break;
     }
     case InputKind::replay:
     case InputKind::unknown:
       break;  // refused above
-  }
-  progress.finish();
-  std::fputs(out.text.c_str(), stdout);
-  if (!args.json.empty()) {
-    write_output_file(args.json, report::json_text(out.json, 1) + "\n", "--json");
-    std::printf("diff JSON: %s\n", args.json.c_str());
   }
   std::fflush(stdout);
   return kExitOk;
@@ -122,7 +141,8 @@ void add_diff_command(CLI::App& app, Action& action) {
   sub->add_option("A", args->a, "the first file (the baseline)")->required();
   sub->add_option("B", args->b, "the second file")->required();
   sub->add_option("--json", args->json, "also write the comparison as JSON (memscope-diff)");
-  sub->add_option("--top", args->top, "rows printed per table (default 20; --json has all)")
+  sub->add_option("--html", args->html, "write a self-contained HTML report");
+  sub->add_option("--top", args->top, "rows shown per table (default 20; --json has all)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--device", args->device,
                   "traces: the device to compare (default: the first with events in each)")

@@ -10,44 +10,111 @@
 //   at the end of the trace, plus peak reserved and peak live of both.
 // Each ends with a summary line ("peak live +312.00 MiB (+14.0%), mostly model.py:212 forward").
 //
-// JSON (diff --json): {"format": "memscope-diff", "version": 1, "kind", "a", "b", "summary",
-// ...the kind's tables as arrays of objects}; memory in bytes, times in seconds.
+// The diffs return values (MetricsDiff, RunDiff, TraceDiff) and format nothing: to_report()
+// builds the report::Report the terminal (report::render_text) and the page (report::write_html)
+// show, to_json() the memscope-diff object of --json: {"format": "memscope-diff", "version": 1,
+// "kind", "a", "b", "summary", ...the kind's rows as arrays of objects}; memory in bytes, times
+// in seconds.
 //
-// Thread safety: pure functions. Errors: the library's (TraceFormatError for a trace that
-// contradicts itself); nothing else.
+// Thread safety: plain values and pure functions. Errors: the library's (TraceFormatError for a
+// trace that contradicts itself); nothing else.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "memscope/metrics.hpp"
+#include "memscope/report.hpp"
 #include "memscope/trace_events.hpp"
 #include "run/run_record.hpp"
 
 namespace memscope::cli {
 
-struct DiffOutput {
-  std::string text;     // tables and the summary line, for stdout
-  std::string summary;  // the one-line summary (also the last line of text)
-  nlohmann::json json;
-};
-
 struct DiffNames {
   std::string a;  // the files as given
   std::string b;
-  std::size_t top = 20;  // rows printed per table (the JSON has them all)
+  std::size_t top = 20;  // rows shown per table (the JSON has them all)
 };
 
-[[nodiscard]] DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names);
-[[nodiscard]] DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names);
+// Two metrics files, key by key.
+struct MetricsDiff {
+  enum class Kind { memory, seconds, number, text };
+  struct Row {
+    std::string key;
+    Kind kind = Kind::number;
+    std::optional<MetricValue> a;  // none: only in the other file
+    std::optional<MetricValue> b;
+    [[nodiscard]] bool numeric_both() const noexcept;
+    [[nodiscard]] double change() const noexcept;  // b - a; 0 unless numeric_both()
+  };
+  DiffNames names;
+  std::vector<Row> rows;  // memory first by the largest change, then by relative change
+  std::string summary;
+  [[nodiscard]] report::Report to_report() const;
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+// Two run recordings, stage by stage and process by process.
+struct RunDiff {
+  struct Line {
+    std::string where;  // stage or command
+    std::string figure;
+    bool bytes = true;        // else seconds
+    std::optional<double> a;  // none: unknown, or absent from that run
+    std::optional<double> b;
+    std::string matched_by;  // processes: how the two were paired
+    [[nodiscard]] bool both() const noexcept { return a && b; }
+    [[nodiscard]] double change() const noexcept { return both() ? *b - *a : 0.0; }
+  };
+  DiffNames names;
+  std::vector<Line> overall;  // the whole run: duration, then the tree RSS peak
+  std::vector<Line> stages;
+  std::vector<Line> commands;  // the largest change first
+  std::string summary;
+  [[nodiscard]] report::Report to_report() const;
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+// Two traces, allocation site by allocation site.
+struct TraceDiff {
+  struct Figures {
+    std::int64_t device = 0;
+    std::size_t events = 0;
+    std::int64_t peak_reserved = 0;  // replayed with the default settings on an 80 GiB device
+    std::size_t peak_live = 0;
+    std::size_t live_at_end = 0;
+    std::map<std::string, std::size_t> at_peak;  // site -> live bytes at the peak of live bytes
+    std::map<std::string, std::size_t> at_end;
+    std::string peak_stage;
+  };
+  // One allocation site's live bytes at the peak of live bytes and at the end, in A and B.
+  struct Site {
+    std::string where;
+    std::size_t peak_a = 0, peak_b = 0, end_a = 0, end_b = 0;
+    [[nodiscard]] std::int64_t peak_change() const noexcept;
+    [[nodiscard]] std::int64_t end_change() const noexcept;
+  };
+  DiffNames names;
+  Figures a;
+  Figures b;
+  std::vector<Site> sites;  // every site of either: the biggest growth at the peak first
+  std::string summary;
+  [[nodiscard]] report::Report to_report() const;
+  [[nodiscard]] nlohmann::json to_json() const;
+};
+
+[[nodiscard]] MetricsDiff diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names);
+[[nodiscard]] RunDiff diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names);
 // `device`: the device to compare; none: the first device with events in each trace.
-[[nodiscard]] DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b,
-                                     const DiffNames& names,
-                                     std::optional<std::int64_t> device = std::nullopt);
+[[nodiscard]] TraceDiff diff_traces(const TorchSnapshot& a, const TorchSnapshot& b,
+                                    const DiffNames& names,
+                                    std::optional<std::int64_t> device = std::nullopt);
 
 // Shared by the diff_*.cpp files: "+312.00 MiB", "-1.50 GiB", "0 B".
 [[nodiscard]] std::string signed_bytes(std::int64_t change);
@@ -56,6 +123,9 @@ struct DiffNames {
 // The change in percent as a number for JSON; null when a is 0.
 [[nodiscard]] nlohmann::json percent_json(double a, double b);
 // The JSON skeleton every diff starts from.
-[[nodiscard]] nlohmann::json diff_json(const char* kind, const DiffNames& names);
+[[nodiscard]] nlohmann::json diff_json(const char* kind, const DiffNames& names,
+                                       const std::string& summary);
+// "(12 more keys; --top shows more, --json has all)" when `shown` < `total`, else "".
+[[nodiscard]] std::string more_note(std::size_t total, std::size_t shown, const char* what);
 
 }  // namespace memscope::cli

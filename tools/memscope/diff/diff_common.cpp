@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "diff/diff.hpp"
+#include "memscope/json_envelope.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::cli {
@@ -26,9 +27,15 @@ nlohmann::json percent_json(double a, double b) {
   return 100.0 * (b - a) / std::fabs(a);
 }
 
-nlohmann::json diff_json(const char* kind, const DiffNames& names) {
-  return nlohmann::json{
-      {"format", "memscope-diff"}, {"version", 1}, {"kind", kind}, {"a", names.a}, {"b", names.b}};
+nlohmann::json diff_json(const char* kind, const DiffNames& names, const std::string& summary) {
+  nlohmann::json out = report::envelope("diff", 1);
+  out.update(nlohmann::json{{"kind", kind}, {"a", names.a}, {"b", names.b}, {"summary", summary}});
+  return out;
+}
+
+std::string more_note(std::size_t total, std::size_t shown, const char* what) {
+  if (shown >= total) return {};
+  return fmt::format("{} more {}; --top shows more, --json has all", total - shown, what);
 }
 
 }  // namespace memscope::cli

@@ -8,18 +8,19 @@
 #include <vector>
 
 #include "diff/diff.hpp"
-#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::cli {
 namespace {
 
-enum class Kind { memory, seconds, number, text };
+using Kind = MetricsDiff::Kind;
+using Row = MetricsDiff::Row;
 
 // The same classes format_metrics_table() uses, so a key reads the same in both.
-Kind kind_of(std::string_view key, const MetricValue* a, const MetricValue* b) {
-  const auto is_text = [](const MetricValue* v) {
-    return v != nullptr && std::holds_alternative<std::string>(*v);
+Kind kind_of(std::string_view key, const std::optional<MetricValue>& a,
+             const std::optional<MetricValue>& b) {
+  const auto is_text = [](const std::optional<MetricValue>& v) {
+    return v && std::holds_alternative<std::string>(*v);
   };
   if (is_text(a) || is_text(b)) return Kind::text;
   if (key.find("_mem_") != std::string_view::npos) return Kind::memory;
@@ -36,15 +37,15 @@ std::string stage_of(std::string_view key) {
                                               : std::string(key.substr(0, underscore));
 }
 
-double number(const MetricValue& v) {
+double number(const MetricValue& v) noexcept {
   if (const auto* i = std::get_if<std::int64_t>(&v)) return static_cast<double>(*i);
   if (const auto* d = std::get_if<double>(&v)) return *d;
   return 0.0;
 }
 
-std::string text_of(const MetricValue* v, Kind kind) {
-  if (v == nullptr) return "-";
-  if (const auto* s = std::get_if<std::string>(v)) return *s;
+std::string text_of(const std::optional<MetricValue>& v, Kind kind) {
+  if (!v) return "-";
+  if (const auto* s = std::get_if<std::string>(&*v)) return *s;
   const double x = number(*v);
   switch (kind) {
     case Kind::memory:
@@ -69,21 +70,10 @@ std::string change_text(double change, Kind kind) {
   }
 }
 
-nlohmann::json value_json(const MetricValue* v) {
-  if (v == nullptr) return nullptr;
+nlohmann::json value_json(const std::optional<MetricValue>& v) {
+  if (!v) return nullptr;
   return std::visit([](const auto& x) { return nlohmann::json(x); }, *v);
 }
-
-struct Row {
-  std::string key;
-  Kind kind = Kind::number;
-  const MetricValue* a = nullptr;
-  const MetricValue* b = nullptr;
-  [[nodiscard]] bool numeric_both() const {
-    return kind != Kind::text && a != nullptr && b != nullptr;
-  }
-  [[nodiscard]] double change() const { return numeric_both() ? number(*b) - number(*a) : 0.0; }
-};
 
 // Every key of either file: memory first, the largest absolute change first; then the rest by
 // the largest relative change, keys in one file only last.
@@ -95,8 +85,8 @@ std::vector<Row> metric_rows(const Metrics& a, const Metrics& b) {
   for (const std::string& key : keys) {
     Row row;
     row.key = key;
-    if (auto it = a.find(key); it != a.end()) row.a = &it->second;
-    if (auto it = b.find(key); it != b.end()) row.b = &it->second;
+    if (auto it = a.find(key); it != a.end()) row.a = it->second;
+    if (auto it = b.find(key); it != b.end()) row.b = it->second;
     row.kind = kind_of(key, row.a, row.b);
     rows.push_back(row);
   }
@@ -130,11 +120,11 @@ std::string change_cell(const Row& r, KeyCounts& counts) {
     if (r.change() != 0.0) ++counts.changed;
     return change_text(r.change(), r.kind);
   }
-  if (r.a == nullptr) {
+  if (!r.a) {
     ++counts.only_b;
     return "only in B";
   }
-  if (r.b == nullptr) {
+  if (!r.b) {
     ++counts.only_a;
     return "only in A";
   }
@@ -176,33 +166,49 @@ nlohmann::json row_json(const Row& r) {
 
 }  // namespace
 
-DiffOutput diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names) {
-  const std::vector<Row> rows = metric_rows(a, b);
-  DiffOutput out;
-  out.json = diff_json("metrics", names);
-  nlohmann::json json_rows = nlohmann::json::array();
-  report::TextTable table(
-      {{"stage"}, {"key"}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
+bool MetricsDiff::Row::numeric_both() const noexcept {
+  return kind != Kind::text && a && b;
+}
+
+double MetricsDiff::Row::change() const noexcept {
+  return numeric_both() ? number(*b) - number(*a) : 0.0;
+}
+
+MetricsDiff diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names) {
+  MetricsDiff out{names, metric_rows(a, b), {}};
+  KeyCounts counts;
+  for (const Row& r : out.rows) (void)change_cell(r, counts);
+  out.summary = metrics_verdict(out.rows, counts);
+  return out;
+}
+
+report::Report MetricsDiff::to_report() const {
+  report::Report report;
+  report.title = fmt::format("metrics: A = {}, B = {}", names.a, names.b);
+  report::Table table{"keys, memory first, the largest change first",
+                      {"stage", "key", "A", "B", "change", "change %"},
+                      {false, false, true, true, true, true},
+                      {},
+                      more_note(rows.size(), names.top, "keys")};
   KeyCounts counts;
   for (const Row& r : rows) {
+    if (table.rows.size() == names.top) break;
     const std::string change = change_cell(r, counts);
     const std::string pct =
         r.numeric_both() ? percent_change(number(*r.a), number(*r.b)) : std::string();
-    if (table.rows() < names.top) {
-      table.add_row(
-          {stage_of(r.key), r.key, text_of(r.a, r.kind), text_of(r.b, r.kind), change, pct});
-    }
-    json_rows.push_back(row_json(r));
+    table.rows.push_back(
+        {stage_of(r.key), r.key, text_of(r.a, r.kind), text_of(r.b, r.kind), change, pct});
   }
-  out.json["rows"] = std::move(json_rows);
-  out.summary = metrics_verdict(rows, counts);
-  out.json["summary"] = out.summary;
-  out.text = fmt::format("metrics: A = {}, B = {}\n", names.a, names.b) + table.render();
-  if (rows.size() > table.rows()) {
-    out.text += fmt::format("({} more keys; --top shows more, --json has all)\n",
-                            rows.size() - table.rows());
-  }
-  out.text += "\n" + out.summary + "\n";
+  report.tables.push_back(std::move(table));
+  report.notes.push_back(summary);
+  return report;
+}
+
+nlohmann::json MetricsDiff::to_json() const {
+  nlohmann::json out = diff_json("metrics", names, summary);
+  nlohmann::json json_rows = nlohmann::json::array();
+  for (const Row& r : rows) json_rows.push_back(row_json(r));
+  out["rows"] = std::move(json_rows);
   return out;
 }
 

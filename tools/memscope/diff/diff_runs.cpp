@@ -13,7 +13,6 @@
 #include <vector>
 
 #include "diff/diff.hpp"
-#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::cli {
@@ -55,15 +54,7 @@ Value duration(const RunStage* s) {
   return s == nullptr || s->end < 0 ? std::nullopt : Value(s->end - s->begin);
 }
 
-struct Line {
-  std::string where;  // stage or command
-  std::string figure;
-  bool bytes = true;
-  Value a;  // none: unknown, or absent from that run
-  Value b;
-  [[nodiscard]] bool both() const { return a && b; }
-  [[nodiscard]] double change() const { return both() ? *b - *a : 0.0; }
-};
+using Line = RunDiff::Line;
 
 std::vector<std::string> cells(const Line& l) {
   const auto value = [&](const Value& v) -> std::string {
@@ -81,18 +72,36 @@ std::vector<std::string> cells(const Line& l) {
 
 Json line_json(const Line& l) {
   const auto v = [](const Value& x) { return x ? Json(*x) : Json(nullptr); };
-  return Json{{"where", l.where},
-              {"figure", l.figure},
-              {"unit", l.bytes ? "bytes" : "seconds"},
-              {"a", v(l.a)},
-              {"b", v(l.b)},
-              {"change", l.both() ? Json(l.change()) : Json(nullptr)},
-              {"change_pct", l.both() ? percent_json(*l.a, *l.b) : Json(nullptr)}};
+  Json out{{"where", l.where},
+           {"figure", l.figure},
+           {"unit", l.bytes ? "bytes" : "seconds"},
+           {"a", v(l.a)},
+           {"b", v(l.b)},
+           {"change", l.both() ? Json(l.change()) : Json(nullptr)},
+           {"change_pct", l.both() ? percent_json(*l.a, *l.b) : Json(nullptr)}};
+  if (!l.matched_by.empty()) out["matched_by"] = l.matched_by;
+  return out;
 }
 
-report::TextTable make_table(const char* first) {
-  return report::TextTable(
-      {{first}, {"figure"}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
+Json lines_json(const std::vector<Line>& lines) {
+  Json out = Json::array();
+  for (const Line& l : lines) out.push_back(line_json(l));
+  return out;
+}
+
+// The first `top` lines as a table (none: all of them).
+report::Table lines_table(std::string title, const char* first, const std::vector<Line>& lines,
+                          std::optional<std::size_t> top) {
+  report::Table t{std::move(title),
+                  {first, "figure", "A", "B", "change", "change %"},
+                  {false, false, true, true, true, true},
+                  {},
+                  {}};
+  for (const Line& l : lines) {
+    if (top && t.rows.size() == *top) break;
+    t.rows.push_back(cells(l));
+  }
+  return t;
 }
 
 // A verdict names no process whose peak is under this share of the runs' peak.
@@ -200,30 +209,26 @@ std::vector<ProcessPair> match_processes(const RunRecord& a, const RunRecord& b)
   return out;
 }
 
-// What two runs' comparison found, before it is printed: the lines of each table and where the
-// verdict points (indices into `stages` and `commands`).
-struct RunComparison {
-  std::vector<Line> overall;  // the whole run: duration, then the tree RSS peak
-  std::vector<Line> stages;
-  std::vector<Line> commands;           // the largest change first
-  std::vector<std::string> matched_by;  // per command: how its two processes were paired
-  std::optional<std::size_t> biggest_stage;
-  std::optional<std::size_t> biggest_process;
-};
-
 // Per stage matched by name and occurrence: duration, sampled tree RSS and GPU peaks, and the
 // end marks' figures (deltas may be negative; they are bytes all the same).
 std::vector<Line> stage_lines(const RunRecord& a, const RunRecord& b) {
   std::vector<Line> stages;
   for (const auto& [sa, sb] : match(a.stages, b.stages, [](const RunStage& s) { return s.name; })) {
     const std::string name = (sa != nullptr ? sa : sb)->name;
-    stages.push_back({name, "duration", false, duration(sa), duration(sb)});
-    stages.push_back({name, "tree RSS peak (sampled)", true,
+    stages.push_back({name, "duration", false, duration(sa), duration(sb), {}});
+    stages.push_back({name,
+                      "tree RSS peak (sampled)",
+                      true,
                       sa ? known(sa->tree_rss_peak) : std::nullopt,
-                      sb ? known(sb->tree_rss_peak) : std::nullopt});
+                      sb ? known(sb->tree_rss_peak) : std::nullopt,
+                      {}});
     if ((sa && sa->gpu_peak >= 0) || (sb && sb->gpu_peak >= 0)) {
-      stages.push_back({name, "GPU peak (sampled)", true, sa ? known(sa->gpu_peak) : std::nullopt,
-                        sb ? known(sb->gpu_peak) : std::nullopt});
+      stages.push_back({name,
+                        "GPU peak (sampled)",
+                        true,
+                        sa ? known(sa->gpu_peak) : std::nullopt,
+                        sb ? known(sb->gpu_peak) : std::nullopt,
+                        {}});
     }
     std::set<std::string> keys;
     for (const RunStage* s : {sa, sb}) {
@@ -236,7 +241,7 @@ std::vector<Line> stage_lines(const RunRecord& a, const RunRecord& b) {
         const auto it = s->metrics.find(k);
         return it == s->metrics.end() ? std::nullopt : Value(static_cast<double>(it->second));
       };
-      stages.push_back({name, k, true, get(sa), get(sb)});
+      stages.push_back({name, k, true, get(sa), get(sb), {}});
     }
   }
   return stages;
@@ -256,9 +261,8 @@ std::optional<std::size_t> biggest_stage(const std::vector<Line>& stages) {
 // Processes: by command line, then program and script, then role (the command itself, a rank,
 // the n-th run of a program), so a renamed script still meets its old self; the largest change
 // first.
-void add_command_lines(const RunRecord& a, const RunRecord& b, RunComparison& out) {
+std::vector<Line> command_lines(const RunRecord& a, const RunRecord& b) {
   std::vector<Line> commands;
-  std::vector<std::string> matched_by;
   for (const ProcessPair& pair : match_processes(a, b)) {
     const RunProcess* pa = pair.a;
     const RunProcess* pb = pair.b;
@@ -267,18 +271,12 @@ void add_command_lines(const RunRecord& a, const RunRecord& b, RunComparison& ou
       where = pb->command + " (A: " + pa->command + ")";
     }
     commands.push_back({std::move(where), "peak RSS", true, pa ? known(pa->peak_rss) : std::nullopt,
-                        pb ? known(pb->peak_rss) : std::nullopt});
-    matched_by.push_back(pair.how);
+                        pb ? known(pb->peak_rss) : std::nullopt, pair.how});
   }
-  std::vector<std::size_t> order(commands.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-    return std::fabs(commands[x].change()) > std::fabs(commands[y].change());
+  std::stable_sort(commands.begin(), commands.end(), [](const Line& x, const Line& y) {
+    return std::fabs(x.change()) > std::fabs(y.change());
   });
-  for (const std::size_t i : order) {
-    out.commands.push_back(commands[i]);
-    out.matched_by.push_back(matched_by[i]);
-  }
+  return commands;
 }
 
 // A verdict never names a process under 1% of the peak (a shim's few KiB): the largest change
@@ -298,19 +296,6 @@ std::optional<std::size_t> biggest_process(const RunRecord& a, const RunRecord& 
   return std::nullopt;
 }
 
-RunComparison compare_runs(const RunRecord& a, const RunRecord& b) {
-  RunComparison c;
-  c.overall = {
-      {"run", "duration", false, a.duration, b.duration},
-      {"run", "tree RSS peak (sampled)", true, known(a.peak_tree_rss), known(b.peak_tree_rss)},
-  };
-  c.stages = stage_lines(a, b);
-  c.biggest_stage = biggest_stage(c.stages);
-  add_command_lines(a, b, c);
-  c.biggest_process = biggest_process(a, b, c.commands);
-  return c;
-}
-
 std::string shortened(std::string command) {
   if (command.size() > 60) command = command.substr(0, 57) + "...";
   return command;
@@ -318,7 +303,7 @@ std::string shortened(std::string command) {
 
 // "peak tree RSS +1.00 GiB (+50.0%), mostly stage train (+1.00 GiB); the process that changed
 // most: python3 train.py (+1.00 GiB peak RSS)".
-std::string run_verdict(const RunComparison& c) {
+std::string run_verdict(const RunRecord& a, const RunRecord& b, const RunDiff& c) {
   std::string summary;
   const Line& peak = c.overall[1];
   if (peak.both()) {
@@ -329,13 +314,14 @@ std::string run_verdict(const RunComparison& c) {
   } else {
     summary = "peak tree RSS unknown in one run";
   }
-  if (c.biggest_stage && c.stages[*c.biggest_stage].change() != 0.0) {
-    const Line& stage = c.stages[*c.biggest_stage];
+  const std::optional<std::size_t> stage_index = biggest_stage(c.stages);
+  if (stage_index && c.stages[*stage_index].change() != 0.0) {
+    const Line& stage = c.stages[*stage_index];
     summary += fmt::format(", mostly stage {} ({})", stage.where,
                            signed_bytes(static_cast<std::int64_t>(stage.change())));
   }
-  if (c.biggest_process) {
-    const Line& process = c.commands[*c.biggest_process];
+  if (const auto process_index = biggest_process(a, b, c.commands)) {
+    const Line& process = c.commands[*process_index];
     summary +=
         fmt::format("; the process that changed most: {} ({} peak RSS)", shortened(process.where),
                     signed_bytes(static_cast<std::int64_t>(process.change())));
@@ -343,64 +329,55 @@ std::string run_verdict(const RunComparison& c) {
   return summary;
 }
 
-// The tables (the first `top` rows of each; the JSON has them all) and the verdict.
-DiffOutput render_run_comparison(const RunComparison& c, const DiffNames& names) {
-  DiffOutput out;
-  out.json = diff_json("runs", names);
-  Json overall_json = Json::array();
-  Json stages_json = Json::array();
-  Json commands_json = Json::array();
-  report::TextTable overall_table = make_table("");
-  for (const Line& l : c.overall) {
-    overall_table.add_row(cells(l));
-    overall_json.push_back(line_json(l));
-  }
-  report::TextTable stage_table = make_table("stage");
-  for (const Line& l : c.stages) {
-    if (stage_table.rows() < names.top * 4) stage_table.add_row(cells(l));
-    stages_json.push_back(line_json(l));
-  }
-  report::TextTable command_table({{"command"},
-                                   {"figure"},
-                                   {"A", true},
-                                   {"B", true},
-                                   {"change", true},
-                                   {"change %", true},
-                                   {"matched by"}});
-  for (std::size_t i = 0; i < c.commands.size(); ++i) {
-    const Line& l = c.commands[i];
-    if (command_table.rows() < names.top) {
-      std::vector<std::string> row = cells(l);
-      row[0] = shortened(row[0]);
-      row.push_back(c.matched_by[i]);
-      command_table.add_row(std::move(row));
-    }
-    Json row = line_json(l);
-    row["matched_by"] = c.matched_by[i];
-    commands_json.push_back(std::move(row));
-  }
-  out.json["run"] = std::move(overall_json);
-  out.json["stages"] = std::move(stages_json);
-  out.json["commands"] = std::move(commands_json);
-  out.summary = run_verdict(c);
-  out.json["summary"] = out.summary;
-
-  out.text = fmt::format("runs: A = {}, B = {}\n", names.a, names.b) + overall_table.render();
-  if (!stage_table.empty()) out.text += "\nstages:\n" + stage_table.render(2);
-  if (!command_table.empty()) {
-    out.text +=
-        "\nprocesses (matched by command line, else program and script, else role), the largest "
-        "change first:\n" +
-        command_table.render(2);
-  }
-  out.text += "\n" + out.summary + "\n";
-  return out;
-}
-
 }  // namespace
 
-DiffOutput diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names) {
-  return render_run_comparison(compare_runs(a, b), names);
+RunDiff diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names) {
+  RunDiff c;
+  c.names = names;
+  c.overall = {
+      {"run", "duration", false, a.duration, b.duration, {}},
+      {"run", "tree RSS peak (sampled)", true, known(a.peak_tree_rss), known(b.peak_tree_rss), {}},
+  };
+  c.stages = stage_lines(a, b);
+  c.commands = command_lines(a, b);
+  c.summary = run_verdict(a, b, c);
+  return c;
+}
+
+// The tables (the first `top` rows of each; the JSON has them all) and the verdict.
+report::Report RunDiff::to_report() const {
+  report::Report report;
+  report.title = fmt::format("runs: A = {}, B = {}", names.a, names.b);
+  report.tables.push_back(lines_table("the whole run", "", overall, std::nullopt));
+  if (!stages.empty())
+    report.tables.push_back(lines_table("stages", "stage", stages, names.top * 4));
+  if (!commands.empty()) {
+    report::Table t{
+        "processes (matched by command line, else program and script, else role), "
+        "the largest change first",
+        {"command", "figure", "A", "B", "change", "change %", "matched by"},
+        {false, false, true, true, true, true, false},
+        {},
+        more_note(commands.size(), names.top, "processes")};
+    for (const Line& l : commands) {
+      if (t.rows.size() == names.top) break;
+      std::vector<std::string> row = cells(l);
+      row[0] = shortened(row[0]);
+      row.push_back(l.matched_by);
+      t.rows.push_back(std::move(row));
+    }
+    report.tables.push_back(std::move(t));
+  }
+  report.notes.push_back(summary);
+  return report;
+}
+
+nlohmann::json RunDiff::to_json() const {
+  Json out = diff_json("runs", names, summary);
+  out["run"] = lines_json(overall);
+  out["stages"] = lines_json(stages);
+  out["commands"] = lines_json(commands);
+  return out;
 }
 
 }  // namespace memscope::cli

@@ -16,7 +16,6 @@
 #include "cli.hpp"
 #include "diff/diff.hpp"
 #include "memscope/replay.hpp"
-#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::cli {
@@ -24,16 +23,8 @@ namespace {
 
 using Json = nlohmann::json;
 
-struct TraceFigures {
-  std::int64_t device = 0;
-  std::size_t events = 0;
-  std::int64_t peak_reserved = 0;  // replayed with the default settings on an 80 GiB device
-  std::size_t peak_live = 0;
-  std::size_t live_at_end = 0;
-  std::map<std::string, std::size_t> at_peak;  // site -> live bytes at the peak of live bytes
-  std::map<std::string, std::size_t> at_end;
-  std::string peak_stage;
-};
+using TraceFigures = TraceDiff::Figures;
+using Site = TraceDiff::Site;
 
 // Live requested bytes per stack after op `last` (inclusive) of the plan.
 std::vector<StackBytes> live_stacks(const ReplayPlan& plan, std::size_t last) {
@@ -107,14 +98,6 @@ std::size_t get(const std::map<std::string, std::size_t>& m, const std::string& 
   return it == m.end() ? 0 : it->second;
 }
 
-// One allocation site's live bytes at the peak of live bytes and at the end, in A and B.
-struct Site {
-  std::string where;
-  std::size_t peak_a = 0, peak_b = 0, end_a = 0, end_b = 0;
-  [[nodiscard]] std::int64_t peak_change() const { return signed_change(peak_a, peak_b); }
-  [[nodiscard]] std::int64_t end_change() const { return signed_change(end_a, end_b); }
-};
-
 // Every site of either trace: the biggest growth at the peak first, then at the end; shrinking
 // sites after.
 std::vector<Site> site_rows(const TraceFigures& fa, const TraceFigures& fb) {
@@ -157,11 +140,12 @@ Json site_json(const Site& s) {
 }
 
 // Peak reserved, peak live and live at the end of both traces.
-report::TextTable totals_table(const TraceFigures& fa, const TraceFigures& fb) {
-  report::TextTable totals({{""}, {"A", true}, {"B", true}, {"change", true}, {"change %", true}});
+report::Table totals_table(const TraceFigures& fa, const TraceFigures& fb) {
+  report::Table totals{
+      "totals", {"", "A", "B", "change", "change %"}, {false, true, true, true, true}, {}, {}};
   const auto total = [&](const char* what, std::size_t x, std::size_t y) {
-    totals.add_row({what, format_size(x), format_size(y), signed_bytes(signed_change(x, y)),
-                    percent_change(static_cast<double>(x), static_cast<double>(y))});
+    totals.rows.push_back({what, format_size(x), format_size(y), signed_bytes(signed_change(x, y)),
+                           percent_change(static_cast<double>(x), static_cast<double>(y))});
   };
   total("peak reserved (default settings)", static_cast<std::size_t>(fa.peak_reserved),
         static_cast<std::size_t>(fb.peak_reserved));
@@ -192,54 +176,72 @@ std::string trace_verdict(const TraceFigures& fa, const TraceFigures& fb,
   return summary;
 }
 
+// The sites that changed, the first `top` of them; the note counts the rest.
+report::Table sites_table(const std::vector<Site>& sites, std::size_t top) {
+  report::Table table{
+      "live bytes by allocation site at the peak of live bytes and at the end, the biggest "
+      "growth first",
+      {"site", "peak A", "peak B", "change", "end A", "end B", "change"},
+      {false, true, true, true, true, true, true},
+      {},
+      {}};
+  std::size_t changed = 0;
+  for (const Site& s : sites) {
+    if (s.peak_change() == 0 && s.end_change() == 0) continue;
+    ++changed;
+    if (table.rows.size() == top) continue;
+    table.rows.push_back({s.where, format_size(s.peak_a), format_size(s.peak_b),
+                          signed_bytes(s.peak_change()), format_size(s.end_a), format_size(s.end_b),
+                          signed_bytes(s.end_change())});
+  }
+  std::vector<std::string> notes;
+  if (changed == 0) notes.emplace_back("no site changed");
+  const std::string more = more_note(changed, table.rows.size(), "sites changed");
+  if (!more.empty()) notes.push_back(more);
+  if (sites.size() != changed)
+    notes.push_back(fmt::format("{} sites unchanged", sites.size() - changed));
+  for (const std::string& n : notes) table.note += (table.note.empty() ? "" : "; ") + n;
+  return table;
+}
+
 }  // namespace
 
-DiffOutput diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const DiffNames& names,
-                       std::optional<std::int64_t> device) {
-  const TraceFigures fa = figures_of(a, names.a, device);
-  const TraceFigures fb = figures_of(b, names.b, device);
-  const std::vector<Site> rows = site_rows(fa, fb);
+std::int64_t TraceDiff::Site::peak_change() const noexcept {
+  return signed_change(peak_a, peak_b);
+}
 
-  DiffOutput out;
-  out.json = diff_json("traces", names);
-  out.json["trace_a"] = trace_json(fa);
-  out.json["trace_b"] = trace_json(fb);
-  report::TextTable table({{"site"},
-                           {"peak A", true},
-                           {"peak B", true},
-                           {"change", true},
-                           {"end A", true},
-                           {"end B", true},
-                           {"change", true}});
+std::int64_t TraceDiff::Site::end_change() const noexcept {
+  return signed_change(end_a, end_b);
+}
+
+TraceDiff diff_traces(const TorchSnapshot& a, const TorchSnapshot& b, const DiffNames& names,
+                      std::optional<std::int64_t> device) {
+  TraceDiff out;
+  out.names = names;
+  out.a = figures_of(a, names.a, device);
+  out.b = figures_of(b, names.b, device);
+  out.sites = site_rows(out.a, out.b);
+  out.summary = trace_verdict(out.a, out.b, out.sites);
+  return out;
+}
+
+report::Report TraceDiff::to_report() const {
+  report::Report report;
+  report.title = fmt::format("traces: A = {} (device {}, {} events), B = {} (device {}, {} events)",
+                             names.a, a.device, a.events, names.b, b.device, b.events);
+  report.tables.push_back(totals_table(a, b));
+  report.tables.push_back(sites_table(sites, names.top));
+  report.notes.push_back(summary);
+  return report;
+}
+
+nlohmann::json TraceDiff::to_json() const {
+  Json out = diff_json("traces", names, summary);
+  out["trace_a"] = trace_json(a);
+  out["trace_b"] = trace_json(b);
   Json sites_json = Json::array();
-  std::size_t unchanged = 0;
-  for (const Site& s : rows) {
-    if (s.peak_change() == 0 && s.end_change() == 0) {
-      ++unchanged;
-    } else if (table.rows() < names.top) {
-      table.add_row({s.where, format_size(s.peak_a), format_size(s.peak_b),
-                     signed_bytes(s.peak_change()), format_size(s.end_a), format_size(s.end_b),
-                     signed_bytes(s.end_change())});
-    }
-    sites_json.push_back(site_json(s));
-  }
-  out.json["sites"] = std::move(sites_json);
-  out.summary = trace_verdict(fa, fb, rows);
-  out.json["summary"] = out.summary;
-
-  out.text = fmt::format("traces: A = {} (device {}, {} events), B = {} (device {}, {} events)\n",
-                         names.a, fa.device, fa.events, names.b, fb.device, fb.events) +
-             totals_table(fa, fb).render() +
-             "\nlive bytes by allocation site at the peak of live bytes and at the end, the "
-             "biggest growth first:\n";
-  out.text += table.empty() ? "  no site changed\n" : table.render(2);
-  const std::size_t changed = rows.size() - unchanged;
-  if (changed > table.rows()) {
-    out.text += fmt::format("  ({} more sites changed; --top shows more, --json has all)\n",
-                            changed - table.rows());
-  }
-  if (unchanged != 0) out.text += fmt::format("  ({} sites unchanged)\n", unchanged);
-  out.text += "\n" + out.summary + "\n";
+  for (const Site& s : sites) sites_json.push_back(site_json(s));
+  out["sites"] = std::move(sites_json);
   return out;
 }
 

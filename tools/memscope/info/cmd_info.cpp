@@ -2,7 +2,6 @@
 // limit, each GPU with its memory and the processes using it, and whether NVML and CUDA are
 // usable here and why not. A machine without GPUs is an answer, not an error: exit 0.
 #include <CLI/CLI.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -15,6 +14,9 @@
 #include "info/info_gpu.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/host_info.hpp"
+#include "memscope/json_envelope.hpp"
+#include "memscope/report.hpp"
+#include "memscope/report_text.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::cli {
@@ -51,7 +53,8 @@ json to_json(const HostInfo& host, const GpuInfo& gpu) {
   }
   const CgroupMemory& cg = host.cgroup;
   return {
-      {"format", "memscope-info"},
+      // The envelope's fields (memscope/json_envelope.hpp), first as the docs show them.
+      {"format", report::format_of_kind("info")},
       {"version", 1},
       {"host",
        {{"mem_total", bytes_or_null(host.mem_total)},
@@ -84,92 +87,81 @@ std::string bytes_text(std::int64_t bytes) {
   return format_bytes(bytes) + " (" + std::to_string(bytes) + " bytes)";
 }
 
-// Aligned "label  value" lines under a section heading.
-class Section {
- public:
-  explicit Section(std::string title) : title_(std::move(title)) {}
-  void row(std::string label, std::string value) {
-    rows_.emplace_back(std::move(label), std::move(value));
-  }
-  void print(std::FILE* out, std::size_t width) const {
-    std::fprintf(out, "%s\n", title_.c_str());
-    for (const auto& [label, value] : rows_) {
-      std::fprintf(out, "  %-*s  %s\n", static_cast<int>(width), label.c_str(), value.c_str());
-    }
-  }
-  [[nodiscard]] std::size_t label_width() const {
-    std::size_t width = 0;
-    for (const auto& row : rows_) width = std::max(width, row.first.size());
-    return width;
-  }
+// A section of the report: "label  value" lines under its heading.
+report::Table& section(report::Report& report, std::string title) {
+  return report.tables.emplace_back(
+      report::Table{std::move(title), {"", ""}, {false, false}, {}, ""});
+}
 
- private:
-  std::string title_;
-  std::vector<std::pair<std::string, std::string>> rows_;
-};
+void row(report::Table& table, std::string label, std::string value) {
+  table.rows.push_back({std::move(label), std::move(value)});
+}
 
 std::string usable_text(bool available, const std::string& reason) {
   return available ? "usable" : "not usable: " + reason;
 }
 
-void print_text(std::FILE* out, const HostInfo& host, const GpuInfo& gpu) {
-  std::vector<Section> sections;
-  Section& h = sections.emplace_back("Host memory (/proc/meminfo)");
-  h.row("total", bytes_text(host.mem_total));
-  h.row("available", bytes_text(host.mem_available));
-  h.row("swap total", host.swap_total == 0 ? "none" : bytes_text(host.swap_total));
-  if (host.swap_total != 0) h.row("swap free", bytes_text(host.swap_free));
+void add_host(const HostInfo& host, report::Report& report) {
+  report::Table& h = section(report, "Host memory (/proc/meminfo)");
+  row(h, "total", bytes_text(host.mem_total));
+  row(h, "available", bytes_text(host.mem_available));
+  row(h, "swap total", host.swap_total == 0 ? "none" : bytes_text(host.swap_total));
+  if (host.swap_total != 0) row(h, "swap free", bytes_text(host.swap_free));
 
   const CgroupMemory& cg = host.cgroup;
-  Section& c = sections.emplace_back(cg.version == 0 ? std::string("cgroup")
-                                                     : "cgroup v" + std::to_string(cg.version) +
-                                                           " (" + cg.path + ")");
+  report::Table& c = section(
+      report, cg.version == 0 ? std::string("cgroup")
+                              : "cgroup v" + std::to_string(cg.version) + " (" + cg.path + ")");
   if (cg.version != 0) {
-    c.row("limit", cg.limit < 0 ? "none" : bytes_text(cg.limit) + ", set at " + cg.limit_at);
-    c.row("in use", bytes_text(cg.current));
+    row(c, "limit", cg.limit < 0 ? "none" : bytes_text(cg.limit) + ", set at " + cg.limit_at);
+    row(c, "in use", bytes_text(cg.current));
   }
-  if (!cg.note.empty()) c.row("note", cg.note);
+  if (!cg.note.empty()) row(c, "note", cg.note);
+}
 
-  Section& d = sections.emplace_back("Drivers");
-  d.row("NVML", usable_text(gpu.nvml_available, gpu.nvml_reason));
-  if (!gpu.driver_version.empty()) d.row("driver version", gpu.driver_version);
-  d.row("CUDA", usable_text(gpu.cuda_available, gpu.cuda_reason));
+void add_drivers(const GpuInfo& gpu, report::Report& report) {
+  report::Table& d = section(report, "Drivers");
+  row(d, "NVML", usable_text(gpu.nvml_available, gpu.nvml_reason));
+  if (!gpu.driver_version.empty()) row(d, "driver version", gpu.driver_version);
+  row(d, "CUDA", usable_text(gpu.cuda_available, gpu.cuda_reason));
   if (gpu.cuda_driver_version > 0) {
-    d.row("CUDA version", cuda_version_text(gpu.cuda_driver_version) + " (driver API), " +
-                              std::to_string(gpu.cuda_device_count) + " device(s) visible");
+    row(d, "CUDA version",
+        cuda_version_text(gpu.cuda_driver_version) + " (driver API), " +
+            std::to_string(gpu.cuda_device_count) + " device(s) visible");
   }
-  if (gpu.nvml_available && gpu.devices.empty()) d.row("GPUs", "none (NVML lists no device)");
-  if (!gpu.nvml_available) d.row("GPUs", "not listed: NVML is not usable");
+  if (gpu.nvml_available && gpu.devices.empty()) row(d, "GPUs", "none (NVML lists no device)");
+  if (!gpu.nvml_available) row(d, "GPUs", "not listed: NVML is not usable");
+}
 
-  for (const GpuDeviceInfo& dev : gpu.devices) {
-    Section& g = sections.emplace_back("GPU " + std::to_string(dev.index) + ": " + dev.name +
-                                       (dev.uuid.empty() ? "" : " (" + dev.uuid + ")"));
-    if (!dev.error.empty()) g.row("error", dev.error);
-    if (dev.total >= 0) {
-      g.row("total", bytes_text(dev.total));
-      g.row("used", bytes_text(dev.used));
-      g.row("free", bytes_text(dev.free));
-      if (dev.reserved > 0) {
-        g.row("reserved", bytes_text(dev.reserved) + ", by the driver: not in total (physical " +
-                              format_bytes(dev.total + dev.reserved) + ", as nvidia-smi shows)");
-      }
-    }
-    if (dev.processes.empty()) g.row("processes", "none");
-    for (const GpuProcessInfo& p : dev.processes) {
-      const std::string memory = p.used < 0 ? "memory not attributed" : format_bytes(p.used);
-      g.row("pid " + std::to_string(p.pid),
-            memory + "  " + (p.command.empty() ? "(command not visible)" : p.command));
+void add_gpu(const GpuDeviceInfo& dev, report::Report& report) {
+  report::Table& g = section(report, "GPU " + std::to_string(dev.index) + ": " + dev.name +
+                                         (dev.uuid.empty() ? "" : " (" + dev.uuid + ")"));
+  if (!dev.error.empty()) row(g, "error", dev.error);
+  if (dev.total >= 0) {
+    row(g, "total", bytes_text(dev.total));
+    row(g, "used", bytes_text(dev.used));
+    row(g, "free", bytes_text(dev.free));
+    if (dev.reserved > 0) {
+      row(g, "reserved",
+          bytes_text(dev.reserved) + ", by the driver: not in total (physical " +
+              format_bytes(dev.total + dev.reserved) + ", as nvidia-smi shows)");
     }
   }
-
-  std::size_t width = 0;
-  for (const Section& s : sections) width = std::max(width, s.label_width());
-  bool first = true;
-  for (const Section& s : sections) {
-    if (!first) std::fputc('\n', out);
-    first = false;
-    s.print(out, width);
+  if (dev.processes.empty()) row(g, "processes", "none");
+  for (const GpuProcessInfo& p : dev.processes) {
+    const std::string memory = p.used < 0 ? "memory not attributed" : format_bytes(p.used);
+    row(g, "pid " + std::to_string(p.pid),
+        memory + "  " + (p.command.empty() ? "(command not visible)" : p.command));
   }
+}
+
+// One key / value table per section: the host, its cgroup, the drivers, each GPU.
+report::Report info_report(const HostInfo& host, const GpuInfo& gpu) {
+  report::Report report;
+  add_host(host, report);
+  add_drivers(gpu, report);
+  for (const GpuDeviceInfo& dev : gpu.devices) add_gpu(dev, report);
+  return report;
 }
 
 }  // namespace
@@ -196,7 +188,7 @@ void add_info_command(CLI::App& app, Action& action) {
       if (*json_output) {
         std::printf("%s\n", to_json(host, gpu).dump(2).c_str());
       } else {
-        print_text(stdout, host, gpu);
+        std::fputs(report::render_text(info_report(host, gpu)).c_str(), stdout);
       }
       if (std::fflush(stdout) != 0) throw OutputFailure("standard output could not be written");
       return static_cast<int>(kExitOk);

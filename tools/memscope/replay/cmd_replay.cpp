@@ -14,7 +14,6 @@
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/report_html.hpp"
-#include "memscope/report_json.hpp"
 #include "memscope/report_text.hpp"
 #include "progress.hpp"
 #include "replay/replay_output.hpp"
@@ -59,8 +58,7 @@ int run_replay_command(const ReplayArgs& args) {
   // prints this text again.
   std::fputs(report::render_text(report).c_str(), stdout);
   if (!args.json.empty()) {
-    write_output_file(args.json, report::json_text(replay_json(outcome, report), 1) + "\n",
-                      "--json");
+    write_json_output(args.json, replay_json(outcome, report));
     std::printf("replay JSON: %s\n", args.json.c_str());
   }
   if (!args.html.empty()) {

@@ -11,6 +11,7 @@
 
 #include "cli.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/json_envelope.hpp"
 #include "memscope/json_reader.hpp"
 #include "memscope/report_decimate.hpp"
 #include "memscope/report_json.hpp"
@@ -183,32 +184,26 @@ Json replay_json(const ReplayOutcome& outcome, const report::Report& report) {
   for (const ComparisonRow& row : outcome.rows) rows.push_back(row_json(row));
   const Json peak = moment_json(r.peak, r.at_peak_reserved, r.trace_start_us);
   const Json peak_live = moment_json(r.peak_live, r.at_peak_live, r.trace_start_us);
-  return Json{{"format", "memscope-replay"},
-              {"version", kReplayFormatVersion},
-              {"trace", outcome.trace.string()},
-              {"device", outcome.device},
-              {"capacity", outcome.capacity},
-              {"capacity_given", outcome.capacity_given},
-              {"fits", outcome.capacity_given ? Json(outcome.fits()) : Json(nullptr)},
-              {"operations", r.operations},
-              {"rows", std::move(rows)},
-              {"peak", peak},
-              {"peak_live", peak_live},
-              {"top_sites", peak_live.is_object() ? peak_live["top_sites"] : Json::array()},
-              {"report", report::report_to_json(report)}};
+  Json out = report::envelope("replay", kReplayFormatVersion);
+  out.update(Json{{"trace", outcome.trace.string()},
+                  {"device", outcome.device},
+                  {"capacity", outcome.capacity},
+                  {"capacity_given", outcome.capacity_given},
+                  {"fits", outcome.capacity_given ? Json(outcome.fits()) : Json(nullptr)},
+                  {"operations", r.operations},
+                  {"rows", std::move(rows)},
+                  {"peak", peak},
+                  {"peak_live", peak_live},
+                  {"top_sites", peak_live.is_object() ? peak_live["top_sites"] : Json::array()},
+                  {"report", report::report_to_json(report)}});
+  return out;
 }
 
 report::Report saved_replay_report(const Json& json, const std::string& source) {
   const report::JsonSource file(source,
                                 "a memscope replay result, written by 'memscope replay --json'");
   const report::JsonObject saved(file, json, "");
-  const std::int64_t version = saved.integer("version");
-  if (version > kReplayFormatVersion) {
-    throw ReportFormatError(
-        fmt::format("{}: memscope-replay version {}; this memscope reads version "
-                    "{}: use a newer memscope",
-                    source, version, kReplayFormatVersion));
-  }
+  (void)report::read_envelope(saved, "replay", kReplayFormatVersion);
   return report::report_from_json(saved.object("report"));
 }
 

@@ -211,26 +211,11 @@ std::string fit_text(const std::optional<FitResult>& fit) {
   return format_size(fit->capacity) + " (" + format_size_exact(fit->capacity) + ")";
 }
 
-}  // namespace
-
-report::Report report_of_replay(const ReplayReportInput& input) {
-  report::Report report;
-  if (input.snapshot == nullptr || input.plan == nullptr || input.result == nullptr) {
-    return report;
-  }
-  const TorchSnapshot& snapshot = *input.snapshot;
-  const ReplayPlan& plan = *input.plan;
-  const ReplayResult& result = *input.result;
-  const Clock clock = clock_of(snapshot, input.device);
-
-  report.title = "memscope replay: " + input.source;
-  report.subtitle =
-      fmt::format("{}, device {}, settings {}, simulated device of {}", input.source, input.device,
-                  result.config.empty() ? "(defaults)" : "\"" + result.config + "\"",
-                  format_size_exact(input.capacity));
-  report.x_label = clock.has_time ? "time since the trace's first event (s)"
-                                  : "event (the trace records no times)";
-  report.summary = {
+// The key / value lines at the top: the peaks, the allocator's counts and the first OOM.
+std::vector<std::pair<std::string, std::string>> replay_summary(const ReplayPlan& plan,
+                                                                const ReplayResult& result,
+                                                                const Clock& clock) {
+  std::vector<std::pair<std::string, std::string>> summary = {
       {"peak reserved", at_moment(format_bytes(result.peak_reserved), result.peak, clock)},
       {"peak live (requested)",
        at_moment(format_bytes(result.peak_requested), result.peak_live, clock)},
@@ -243,7 +228,7 @@ report::Report report_of_replay(const ReplayReportInput& input) {
       {"allocations and frees", format_count(plan.traced_ops)},
   };
   if (result.num_ooms > 0 && result.first_oom.happened()) {
-    report.summary.emplace_back(
+    summary.emplace_back(
         "first out of memory",
         fmt::format("{}: {} requested with {} reserved and {} live",
                     moment_label(result.first_oom, clock), format_size(result.first_oom.request),
@@ -251,12 +236,16 @@ report::Report report_of_replay(const ReplayReportInput& input) {
                     format_bytes(result.first_oom.live_bytes)));
   }
   if (plan.starting_blocks() != 0) {
-    report.summary.emplace_back("blocks live when recording began",
-                                format_count(plan.starting_blocks()));
+    summary.emplace_back("blocks live when recording began", format_count(plan.starting_blocks()));
   }
+  return summary;
+}
 
-  // One point per op at its event's time; the starting live set at the first event's.
+// One point per op at its event's time; the starting live set at the first event's.
+std::vector<report::Series> replay_series(const ReplayPlan& plan, const ReplayResult& result,
+                                          const Clock& clock) {
   const std::size_t n = std::min(result.series.size(), plan.ops.size());
+  if (n == 0) return {};
   report::Series allocated{"allocated", {}, {}, false, true};
   report::Series reserved{"reserved", {}, {}, false, true};
   report::Series live{"live (requested)", {}, {}, false, true};
@@ -275,19 +264,118 @@ report::Report report_of_replay(const ReplayReportInput& input) {
     live.t.push_back(t);
     live.bytes.push_back(static_cast<double>(sample.requested_bytes));
   }
-  if (n > 0) report.series = {std::move(reserved), std::move(allocated), std::move(live)};
-  add_bands(snapshot, clock, report);
+  return {std::move(reserved), std::move(allocated), std::move(live)};
+}
 
-  if (result.peak.happened() && result.peak.op < plan.ops.size()) {
-    const double t = clock.at(plan.ops[result.peak.op].event);
-    const std::string label =
-        fmt::format("peak reserved {} at {}", format_bytes(result.peak_reserved),
-                    moment_label(result.peak, clock));
-    report.peak = report::Marker{"reserved", t, static_cast<double>(result.peak_reserved), label};
-    report.segment_map = segments_at_peak(input, clock);
-    report.summary.emplace_back("segments at the peak",
-                                std::to_string(report.segment_map->segments.size()));
+// The peak's marker and the segments at the peak, with their count in the summary.
+void add_peak(const ReplayReportInput& input, const Clock& clock, report::Report& report) {
+  const ReplayPlan& plan = *input.plan;
+  const ReplayResult& result = *input.result;
+  if (!result.peak.happened() || result.peak.op >= plan.ops.size()) return;
+  const double t = clock.at(plan.ops[result.peak.op].event);
+  const std::string label =
+      fmt::format("peak reserved {} at {}", format_bytes(result.peak_reserved),
+                  moment_label(result.peak, clock));
+  report.peak = report::Marker{"reserved", t, static_cast<double>(result.peak_reserved), label};
+  report.segment_map = segments_at_peak(input, clock);
+  report.summary.emplace_back("segments at the peak",
+                              std::to_string(report.segment_map->segments.size()));
+}
+
+// What was live at peak live, and at peak reserved when that was another moment.
+void add_live_tables(const ReplayResult& result, const Clock& clock, report::Report& report) {
+  if (!result.peak_live.happened()) return;
+  const bool same = result.peak_live.op == result.peak.op;
+  report.tables.push_back(
+      sites_table(same ? "Live at peak live and peak reserved" : "Live at peak live",
+                  result.peak_live, result.at_peak_live, clock));
+  if (!same && result.peak.happened()) {
+    report.tables.push_back(
+        sites_table("Live at peak reserved", result.peak, result.at_peak_reserved, clock));
   }
+}
+
+report::Table comparison_table(const Comparison& comparison) {
+  report::Table t{"Settings side by side",
+                  {"settings", "peak reserved", "peak live", "reserved / peak live", "segments",
+                   "retries", "OOMs", "smallest device"},
+                  {false, true, true, true, true, true, true, true},
+                  {},
+                  "each row is its own replay of the same trace"};
+  for (const ComparisonRow& row : comparison.rows) {
+    const ReplayResult& r = row.replay;
+    t.rows.push_back({r.config.empty() ? "(defaults)" : r.config, format_bytes(r.peak_reserved),
+                      format_bytes(r.peak_requested), percent_ratio(r.reserved_over_peak_live),
+                      format_count(static_cast<std::uint64_t>(r.peak_segments)),
+                      format_count(static_cast<std::uint64_t>(r.num_alloc_retries)),
+                      format_count(static_cast<std::uint64_t>(r.num_ooms)), fit_text(row.fit)});
+  }
+  return t;
+}
+
+// The capacities each setting's search tried, smallest first (the search's own order jumps
+// about); one row per setting and capacity. `fits` is not empty.
+report::Table fit_table(const std::vector<std::pair<std::string, const FitResult*>>& fits) {
+  const FitResult& first = *fits.front().second;
+  report::Table t{
+      "Would it fit: capacities tried",
+      {"settings", "capacity", "fits"},
+      {false, true, false},
+      {},
+      fmt::format("bisection in steps of {}, per setting, smallest capacity first; nothing "
+                  "below the peak live bytes ({}) can fit",
+                  format_size_exact(first.precision), format_size(first.lower_bound))};
+  for (const auto& [config, fit] : fits) {
+    std::vector<std::pair<std::size_t, bool>> probes = fit->probes;
+    std::sort(probes.begin(), probes.end());
+    probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
+    for (const auto& [capacity, fitted] : probes) {
+      t.rows.push_back({config.empty() ? "(defaults)" : config, format_size_exact(capacity),
+                        fitted ? "yes" : "no"});
+    }
+  }
+  return t;
+}
+
+// The side-by-side table of --config, the smallest device of --fit and what each search tried.
+void add_fit(const ReplayReportInput& input, report::Report& report) {
+  if (input.comparison != nullptr && !input.comparison->rows.empty()) {
+    report.tables.push_back(comparison_table(*input.comparison));
+  }
+  std::vector<std::pair<std::string, const FitResult*>> fits;
+  if (input.comparison != nullptr) {
+    for (const ComparisonRow& row : input.comparison->rows) {
+      if (row.fit) fits.emplace_back(row.replay.config, &*row.fit);
+    }
+  } else if (input.fit != nullptr) {
+    fits.emplace_back(input.result->config, input.fit);
+  }
+  if (input.fit != nullptr)
+    report.summary.emplace_back("smallest device that fits", fit_text(*input.fit));
+  if (!fits.empty()) report.tables.push_back(fit_table(fits));
+}
+
+}  // namespace
+
+report::Report report_of_replay(const ReplayReportInput& input) {
+  report::Report report;
+  if (input.snapshot == nullptr || input.plan == nullptr || input.result == nullptr) {
+    return report;
+  }
+  const ReplayResult& result = *input.result;
+  const Clock clock = clock_of(*input.snapshot, input.device);
+
+  report.title = "memscope replay: " + input.source;
+  report.subtitle =
+      fmt::format("{}, device {}, settings {}, simulated device of {}", input.source, input.device,
+                  result.config.empty() ? "(defaults)" : "\"" + result.config + "\"",
+                  format_size_exact(input.capacity));
+  report.x_label = clock.has_time ? "time since the trace's first event (s)"
+                                  : "event (the trace records no times)";
+  report.summary = replay_summary(*input.plan, result, clock);
+  report.series = replay_series(*input.plan, result, clock);
+  add_bands(*input.snapshot, clock, report);
+  add_peak(input, clock, report);
   report.notes.push_back(
       "Replayed through memscope's caching allocator on a simulated device: one point per "
       "allocation or free, at the time of its trace event; what was live before the trace "
@@ -297,68 +385,8 @@ report::Report report_of_replay(const ReplayReportInput& input) {
         "{} allocations did not fit on the simulated device of {} (their frees were skipped).",
         result.num_ooms, format_size_exact(input.capacity)));
   }
-
-  if (result.peak_live.happened()) {
-    const bool same = result.peak_live.op == result.peak.op;
-    report.tables.push_back(
-        sites_table(same ? "Live at peak live and peak reserved" : "Live at peak live",
-                    result.peak_live, result.at_peak_live, clock));
-    if (!same && result.peak.happened()) {
-      report.tables.push_back(
-          sites_table("Live at peak reserved", result.peak, result.at_peak_reserved, clock));
-    }
-  }
-
-  if (input.comparison != nullptr && !input.comparison->rows.empty()) {
-    report::Table t{"Settings side by side",
-                    {"settings", "peak reserved", "peak live", "reserved / peak live", "segments",
-                     "retries", "OOMs", "smallest device"},
-                    {false, true, true, true, true, true, true, true},
-                    {},
-                    "each row is its own replay of the same trace"};
-    for (const ComparisonRow& row : input.comparison->rows) {
-      const ReplayResult& r = row.replay;
-      t.rows.push_back({r.config.empty() ? "(defaults)" : r.config, format_bytes(r.peak_reserved),
-                        format_bytes(r.peak_requested), percent_ratio(r.reserved_over_peak_live),
-                        format_count(static_cast<std::uint64_t>(r.peak_segments)),
-                        format_count(static_cast<std::uint64_t>(r.num_alloc_retries)),
-                        format_count(static_cast<std::uint64_t>(r.num_ooms)), fit_text(row.fit)});
-    }
-    report.tables.push_back(std::move(t));
-  }
-  // The capacities each setting's search tried, smallest first (the search's own order jumps
-  // about); one row per setting and capacity.
-  std::vector<std::pair<std::string, const FitResult*>> fits;
-  if (input.comparison != nullptr) {
-    for (const ComparisonRow& row : input.comparison->rows) {
-      if (row.fit) fits.emplace_back(row.replay.config, &*row.fit);
-    }
-  } else if (input.fit != nullptr) {
-    fits.emplace_back(result.config, input.fit);
-  }
-  if (input.fit != nullptr)
-    report.summary.emplace_back("smallest device that fits", fit_text(*input.fit));
-  if (!fits.empty()) {
-    const FitResult& first = *fits.front().second;
-    report::Table t{
-        "Would it fit: capacities tried",
-        {"settings", "capacity", "fits"},
-        {false, true, false},
-        {},
-        fmt::format("bisection in steps of {}, per setting, smallest capacity first; nothing "
-                    "below the peak live bytes ({}) can fit",
-                    format_size_exact(first.precision), format_size(first.lower_bound))};
-    for (const auto& [config, fit] : fits) {
-      std::vector<std::pair<std::size_t, bool>> probes = fit->probes;
-      std::sort(probes.begin(), probes.end());
-      probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
-      for (const auto& [capacity, fitted] : probes) {
-        t.rows.push_back({config.empty() ? "(defaults)" : config, format_size_exact(capacity),
-                          fitted ? "yes" : "no"});
-      }
-    }
-    report.tables.push_back(std::move(t));
-  }
+  add_live_tables(result, clock, report);
+  add_fit(input, report);
   return report;
 }
 

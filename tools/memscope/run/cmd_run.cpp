@@ -17,7 +17,6 @@
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/report_html.hpp"
-#include "memscope/report_json.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
 #include "run/run_session.hpp"
@@ -54,8 +53,7 @@ void write_outputs(const RunArguments& args, const RunRecord& record) {
   std::exception_ptr failure;
   if (!args.json.empty()) {
     try {
-      write_output_file(args.json, report::json_text(run_record_to_json(record), 1) + "\n",
-                        "--json");
+      write_json_output(args.json, run_record_to_json(record));
     } catch (const OutputFailure&) {
       failure = std::current_exception();
     }

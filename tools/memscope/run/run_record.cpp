@@ -14,13 +14,13 @@
 #include <vector>
 
 #include "memscope/errors.hpp"
+#include "memscope/json_envelope.hpp"
 #include "memscope/json_reader.hpp"
 
 namespace memscope::cli {
 namespace {
 
 constexpr int kRunFormatVersion = 1;
-constexpr const char* kRunFormat = "memscope-run";
 constexpr const char* kRunKind = "a memscope run recording, written by 'memscope run --json'";
 
 using Json = nlohmann::json;
@@ -215,28 +215,27 @@ Json run_record_to_json(const RunRecord& record) {
   for (const RunStage& s : record.stages) stages.push_back(stage_to_json(s));
   Json gpus = Json::array();
   for (const RunGpu& g : record.gpus) gpus.push_back(gpu_to_json(g));
-  Json json{{"format", kRunFormat},
-            {"version", kRunFormatVersion},
-            {"command", record.command},
-            {"start_unix", record.start_unix},
-            {"duration", record.duration},
-            {"interval", record.interval},
-            {"exit_code", record.exit_code},
-            {"child_exit_code", optional_int(record.child_exit_code)},
-            {"child_signal", optional_int(record.child_signal)},
-            {"gpu_status", record.gpu_status},
-            {"host_total", record.host_total},
-            {"cgroup_limit", record.cgroup_limit},
-            {"t", record.t},
-            {"tree_rss", record.tree_rss},
-            {"tree_gpu", record.tree_gpu},
-            {"peak_tree_rss", record.peak_tree_rss},
-            {"peak_tree_rss_t", record.peak_tree_rss_t},
-            {"gpus", std::move(gpus)},
-            {"processes", std::move(processes)},
-            {"marks", std::move(marks)},
-            {"stages", std::move(stages)},
-            {"notes", record.notes}};
+  Json json = report::envelope("run", kRunFormatVersion);
+  json.update(Json{{"command", record.command},
+                   {"start_unix", record.start_unix},
+                   {"duration", record.duration},
+                   {"interval", record.interval},
+                   {"exit_code", record.exit_code},
+                   {"child_exit_code", optional_int(record.child_exit_code)},
+                   {"child_signal", optional_int(record.child_signal)},
+                   {"gpu_status", record.gpu_status},
+                   {"host_total", record.host_total},
+                   {"cgroup_limit", record.cgroup_limit},
+                   {"t", record.t},
+                   {"tree_rss", record.tree_rss},
+                   {"tree_gpu", record.tree_gpu},
+                   {"peak_tree_rss", record.peak_tree_rss},
+                   {"peak_tree_rss_t", record.peak_tree_rss_t},
+                   {"gpus", std::move(gpus)},
+                   {"processes", std::move(processes)},
+                   {"marks", std::move(marks)},
+                   {"stages", std::move(stages)},
+                   {"notes", record.notes}});
   if (!record.ranks.empty()) {
     Json ranks = Json::array();
     for (const RunRank& r : record.ranks) ranks.push_back(rank_to_json(r));
@@ -248,19 +247,7 @@ Json run_record_to_json(const RunRecord& record) {
 RunRecord run_record_from_json(const Json& json, const std::string& source) {
   const report::JsonSource file(source, kRunKind);
   const JsonObject f(file, json, "");
-  if (!is_run_record(json)) {
-    throw ReportFormatError(fmt::format(
-        "{}: not a memscope run recording (\"format\" must be \"{}\"; 'memscope run --json "
-        "FILE' writes one)",
-        source, kRunFormat));
-  }
-  const std::int64_t version = f.integer("version");
-  if (version < 1 || version > kRunFormatVersion) {
-    throw ReportFormatError(
-        fmt::format("{}: memscope-run version {} is not one this memscope reads "
-                    "(it reads version {}); use a matching memscope",
-                    source, version, kRunFormatVersion));
-  }
+  (void)report::read_envelope(f, "run", kRunFormatVersion);
   RunRecord r;
   r.command = f.texts("command");
   r.start_unix = f.number("start_unix");
@@ -297,12 +284,6 @@ const RunStage* stage_at(const RunRecord& record, double t) {
     if (s.begin <= t && t <= end && (found == nullptr || s.begin >= found->begin)) found = &s;
   }
   return found;
-}
-
-bool is_run_record(const Json& json) {
-  if (!json.is_object()) return false;
-  const auto it = json.find("format");
-  return it != json.end() && it->is_string() && it->get<std::string>() == kRunFormat;
 }
 
 }  // namespace memscope::cli

@@ -4,8 +4,8 @@
 // unknown.
 //
 // Errors: run_record_from_json() throws ReportFormatError (memscope/json_reader.hpp) naming
-// `source` and the field that is missing or of the wrong type; a newer version is refused with
-// the version it understands.
+// `source` and the field that is missing or of the wrong type; another format or a newer
+// version is refused by the envelope's reader (memscope/json_envelope.hpp).
 #pragma once
 
 #include <string>
@@ -21,7 +21,5 @@ namespace memscope::cli {
 // The stage a moment belongs to: the innermost (latest begun) stage open at `t`; nullptr if
 // none. A stage that never ended lasts to the end of the run.
 [[nodiscard]] const RunStage* stage_at(const RunRecord& record, double t);
-// True when `json` looks like a run recording ("format": "memscope-run").
-[[nodiscard]] bool is_run_record(const nlohmann::json& json);
 
 }  // namespace memscope::cli

@@ -235,8 +235,8 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     // The fast path's case on another stream than the last, or after pending events completed.
     // The newest front-cached block only: an older one of this size is not what best fit would
     // find (it may have merged with a neighbour freed since), and taking it once made the
-    // compiled GPT-2 step reserve 3.7% more than PyTorch's rules from its second iteration on
-    // (issue 25). The others go to the bins (flush_recent) and best fit decides.
+    // compiled GPT-2 step reserve 3.7% more than PyTorch's rules from its second iteration on.
+    // The others go to the bins (flush_recent) and best fit decides.
     if (pools.recent.count != 0) {
       if (Block* recent = take_newest_recent(pools.recent, rounded))
         return reuse_recent(recent, size);
@@ -247,7 +247,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   block_recycler_.prepare(2);  // a new segment's block and a split remainder
   segment_recycler_.prepare(1);
   // Only this stream's front cache: its blocks are the only ones this stream's bins can use, and
-  // walking every stream's here made many streams quadratic (issue 29.5). Releasing cached
+  // walking every stream's here made many streams quadratic. Releasing cached
   // memory (release_all_cached) and garbage collection still flush every stream.
   flush_recent_of(pools.recent);
   Block* block = nullptr;
@@ -480,7 +480,7 @@ bool AllocatorCore::front_cache_keeps_placement(Block* block) noexcept {
   }
   // Its next neighbour cached beside other cached blocks: best fit merges the two and may find
   // a better fit among the others, placing the allocation elsewhere (octree-nca2d and cs336-xl
-  // bf16 reserved more than PyTorch's rules; issue 25). To the bins, then, where it merges.
+  // bf16 reserved more than PyTorch's rules). To the bins, then, where it merges.
   // With that block alone in the bins, best fit would split the merged block where the hit
   // takes it: the reason is gone until FreeBins caches a second block (mark_next_cached).
   const Block* next = block->next;
@@ -657,7 +657,7 @@ std::size_t AllocatorCore::release_all_cached() {
   if (config_.expandable_segments) released += release_expandable_cached();
   // Streams left without segments go too, or every later release walks them again: at the
   // limit each new stream's first allocation retries (a fit search over an RMM log of 40,000
-  // streams took 49 s; issue 29.5). last_pools_ stays: allocate() holds it, also while a
+  // streams took 49 s). last_pools_ stays: allocate() holds it, also while a
   // free-memory callback calls empty_cache().
   drop_unused_pools(last_pools_);
   return released;
@@ -697,7 +697,7 @@ void AllocatorCore::garbage_collect() {
   if (reserved <= threshold) return;
   // Collection frees only large-pool memory. With none of it free (a front-cached block is not
   // allocated either) there is nothing to find, and the walk of every stream below was the cost
-  // of each miss above the threshold: 40,000 streams of small blocks took 21 s (issue 29.5).
+  // of each miss above the threshold: 40,000 streams of small blocks took 21 s.
   constexpr auto kLarge = static_cast<std::size_t>(StatPool::large);
   if (stats_.reserved_bytes[kLarge].current == stats_.allocated_bytes[kLarge].current) return;
   flush_recent();  // collection looks at every stream's cached blocks (allocate flushed one)

@@ -167,7 +167,7 @@ class AllocatorCore {
   // fit takes the newest of equal blocks) or the pool's bins would hold the merged block alone
   // (a free block or unmapped space after it: best fit finds it, tail or not). Refusing the
   // rest keeps placement PyTorch's on the corpus: taking every such block back made the 3-D
-  // cellular automaton reserve 1.2982 instead of 1.1579 of its live peak (issue 25).
+  // cellular automaton reserve 1.2982 instead of 1.1579 of its live peak.
   [[nodiscard]] static bool keeps_placement(const detail::Block* block) noexcept;
   // Fixed segments: whether a freed block marked kNextCached or kPrevCached may still enter the
   // front cache, that is whether best fit, merging it with its cached neighbours, would place the

@@ -75,7 +75,7 @@ struct RecentFrees {
 // keeps_placement()'s commonest case (the free leaves the bins as they are or holding the
 // merged block alone, so placement stays as it is) in the compare fixed segments make anyway,
 // on the segment the hot path has loaded: with expandable segments a hit costs what it costs
-// without (issue 25). Other expandable segments keep it closed (kClosedRoom): their frees take the
+// without. Other expandable segments keep it closed (kClosedRoom): their frees take the
 // slow path, which tests keeps_placement() in full.
 struct FrontCacheRoom {
   static constexpr std::uintptr_t kNoBlock = 1;  // no Block is at an odd address
@@ -126,7 +126,7 @@ struct Block {
   //     size elsewhere; the slow free decides whether it may enter the front cache
   //     (AllocatorCore::front_cache_keeps_placement). Set off the hot path, by
   //     AllocatorCore::cache_in_bins; may be stale true, never false while its next neighbour
-  //     is cached beside another block (validate() checks; issue 25).
+  //     is cached beside another block (validate() checks).
   //   kPrevCached (fixed segments): its previous neighbour was cached, so best fit, merging the
   //     two, would split the merged block at the neighbour's lower address, not at this one's:
   //     the slow free sends it to the bins while that neighbour is still cached. Set by

@@ -162,7 +162,7 @@ void AllocatorCore::validate() const {
         broken("block-state", describe(b) + ": a cached neighbour was not merged");
       }
       if (b->cached) cached.push_back(b);
-      // A front-cache hit on it could place an allocation where best fit would not (issue 25).
+      // A front-cache hit on it could place an allocation where best fit would not.
       if (!s->expandable && !b->cached && b->next != nullptr && b->next->cached &&
           s->bins->count() > 1 && (b->use.slow_free & Block::kNextCached) == 0) {
         broken("block-state", describe(b) +

@@ -122,7 +122,7 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   // (thousands of streams) a new range gets the limit divided by the ranges there are, so
   // address space grows with the log of the streams, not with their number: 100,000 streams
   // times two pools times the limit exhaust any address space (the simulated device's 2^56
-  // bytes at 8,192 streams of a 4 TiB device, issue 29.5); PyTorch reserves the device's
+  // bytes at 8,192 streams of a 4 TiB device); PyTorch reserves the device's
   // memory per stream and pool and runs out at a few hundred streams. A range that fills up
   // grows on in another.
   constexpr std::size_t kFullRanges = 64;
@@ -481,8 +481,8 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
 
 void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors) noexcept {
   // A range with nothing mapped holds no block but one unmapped one. Kept, its stream's pools
-  // stayed, and every later recycling walked them: 20,000 streams at a 64 MiB limit took 26 s
-  // (issue 29.5). Its stream reserves a new range if it allocates again (where its pages would
+  // stayed, and every later recycling walked them: 20,000 streams at a 64 MiB limit took 26 s.
+  // Its stream reserves a new range if it allocates again (where its pages would
   // have gone in the old one: at the start).
   bool released = false;
   for (Segment* d : donors) {

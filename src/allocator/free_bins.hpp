@@ -7,7 +7,7 @@
 //
 // Two phases, one answer. Up to kLooseLimit blocks the bins are one list through the blocks'
 // own links, searched whole: no storage of their own, so a stream that caches a segment or two
-// costs a few words (issue 29.5: a fixed table cost each stream ~38 KiB, 3.8 GiB for 100,000
+// costs a few words (a fixed table cost each stream ~38 KiB, 3.8 GiB for 100,000
 // streams). Past it they build an index: blocks grouped in size classes, and a two-level
 // bitmap marking the classes that hold blocks, so the first non-empty class at or above a size
 // is found with two bit scans. The small pool has one exact class per 512-byte size up to its

@@ -204,7 +204,7 @@ class AllocatorCore {
   // together hold `rounded` bytes.
   [[nodiscard]] detail::Block* grow_run(detail::Segment* s, detail::Block* start,
                                         detail::Block* last, std::size_t rounded);
-  // Placement by address space (expandable_segments_placement:address): best fit among the
+  // Placement by address space (recycling above_peak and always): best fit among the
   // runs of free address space (cached and unmapped blocks together), whatever is mapped,
   // the run at the end of the growing range last; maps what the run lacks. nullptr when no
   // run fits or the memory is not there (the caller falls back to grow()).

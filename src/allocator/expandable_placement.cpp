@@ -44,8 +44,8 @@ Block* AllocatorCore::place_by_address(StreamPools& pools, bool small, std::size
     if (bytes < rounded) return;
     if (b == nullptr && start->segment == growing) {
       open_end = start;
-    } else if ((best == nullptr || bytes < best_bytes ||
-                (bytes == best_bytes && start->address < best->address))) {
+    } else if (best == nullptr || bytes < best_bytes ||
+               (bytes == best_bytes && start->address < best->address)) {
       best = start;
       best_bytes = bytes;
     }

@@ -19,7 +19,9 @@ namespace {
 
 constexpr auto kAll = static_cast<std::size_t>(StatPool::all);
 
-std::uintptr_t address(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+std::uintptr_t address(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p);
+}
 
 class ExpandablePlacement : public ::testing::TestWithParam<const char*> {
  protected:
@@ -79,8 +81,8 @@ TEST_P(ExpandablePlacement, ABlockStaysAtTheStartOfItsRunWhenTheEndKeepsNoMorePa
   for (void* p : {first, last, placed}) allocator.deallocate(p);
 }
 
-INSTANTIATE_TEST_SUITE_P(MovingPages, ExpandablePlacement, ::testing::Values("above_peak", "always"),
-                         testing::policy_name);
+INSTANTIATE_TEST_SUITE_P(MovingPages, ExpandablePlacement,
+                         ::testing::Values("above_peak", "always"), testing::policy_name);
 
 }  // namespace
 }  // namespace memscope

@@ -10,7 +10,8 @@
 // new memory. The policy (expandable_segments_recycling) says when: never (PyTorch: at the
 // memory limit, flush every cached page and retry); at_limit (only the part that would pass the
 // memory limit, instead of the flush; elsewhere exactly PyTorch's placement and its few map
-// calls); above_peak (the default: also the part that would lift the mapped bytes above their
+// calls; the default: no page moves while memory is not short); above_peak (also the part that
+// would lift the mapped bytes above their
 // high-water mark since the last empty_cache(), from the stream's own free pages); always (every
 // growth, from any stream's). Under above_peak and always a miss is placed by address space
 // (expandable_placement.cpp): what is mapped then says nothing about where a block goes, so

@@ -40,9 +40,9 @@ TEST(MultiStreamSteadyState, DefaultRulesNeverReserveMoreThanPyTorchs) {
 }
 
 TEST(MultiStreamSteadyState, ExpandableSegmentsNeverReserveMoreThanPyTorchsExpandableRules) {
-  // The goal, 1.003, is missed here (1.05-1.08 with the default above_peak: one range per
-  // stream, and free pages move between streams only at the limit; docs/benchmarks.md);
-  // PyTorch's expandable rules reserve more still.
+  // The goal, 1.003, is missed here (1.08-1.12 with the default at_limit: one range per
+  // stream, and free pages move only at the limit; docs/benchmarks.md); PyTorch's expandable
+  // rules reserve more still.
   for (const std::uint64_t seed : {1U, 2U, 3U, 4U, 5U, 6U}) {
     SCOPED_TRACE(seed);
     const ReplayPlan plan = bench::three_stream_training_step(seed);

@@ -171,7 +171,10 @@ inline bool AllocatorCore::keeps_placement(const detail::Block* block) noexcept 
   // Free space after it: the bins must hold that alone (a cached block), or nothing.
   if (next->cached) return block->segment->bins->count() == 1;
   if (next->unmapped) return block->segment->bins->count() == 0;
-  return true;
+  // Best fit takes the lowest address among equal sizes: not this block if the bins hold one
+  // of its size below it.
+  const detail::Block* fit = block->segment->bins->best_fit_lowest(block->size);
+  return fit == nullptr || fit->size != block->size || fit->address > block->address;
 }
 
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {

@@ -61,6 +61,23 @@ TEST_P(ExpandableFrontCache, ABlockWithAFreeBlockBelowIsMergedSoTheAllocationGoe
   (void)c;
 }
 
+// A freed block stays out of the front cache while the bins hold a block of its size at a
+// lower address: the front cache would hand back the freed one, best fit the lower one.
+TEST_P(ExpandableFrontCache, ABlockWithOneOfItsSizeCachedBelowGoesToTheBins) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB), config());
+  void* a = allocator.allocate(8 * KiB);
+  void* g1 = allocator.allocate(4 * KiB);
+  void* b = allocator.allocate(8 * KiB);
+  void* g2 = allocator.allocate(4 * KiB);
+  allocator.deallocate(a);
+  void* big = allocator.allocate(4 * MiB);  // a miss: a goes into the bins
+  allocator.deallocate(b);
+  void* p = allocator.allocate(8 * KiB);
+  EXPECT_EQ(p, a);
+  EXPECT_TRUE(testing::expandable_consistent(allocator));
+  for (void* r : {p, g1, g2, big}) allocator.deallocate(r);
+}
+
 TEST_P(ExpandableFrontCache, RandomSequencesKeepEveryInvariant) {
   // Sizes from a few, so that frees and allocations of one size meet (the front cache's case),
   // with a second stream; validate() after every step.

@@ -54,12 +54,15 @@ TEST(ExpandablePageDonors, AStreamGrowingAboveThePeakTakesAnotherStreamsFreePage
 
 TEST(ExpandablePageDonors, TheGrowingStreamsOwnFreePagesGoFirst) {
   // B grows 64 MiB above the peak with 32 MiB of its own free pages (q1, below q2, too small
-  // for the request) and A's 64 MiB: B's 32 MiB move first, then 32 of A's.
+  // for the request) and A's 64 MiB: B's 32 MiB move first, then 32 of A's. B's range is
+  // reserved first, below A's: taken highest address first across streams, all 64 would
+  // have been A's.
   auto device = std::make_shared<SimulatedBackend>(64 * GiB);
   CachingAllocator allocator(device, AllocatorConfig::parse("expandable_segments:true"));
-  void* a = allocator.allocate(64 * MiB, kA);
   void* q1 = allocator.allocate(32 * MiB, kB);
   void* q2 = allocator.allocate(64 * MiB, kB);
+  void* a = allocator.allocate(64 * MiB, kA);
+  ASSERT_LT(q1, a);
   allocator.deallocate(a);
   allocator.deallocate(q1);
   const std::int64_t reserved = allocator.stats().reserved_bytes[kAll].current;

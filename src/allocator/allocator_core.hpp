@@ -214,6 +214,10 @@ class AllocatorCore {
   // run fits or the memory is not there (the caller falls back to grow()).
   [[nodiscard]] detail::Block* place_by_address(StreamPools& pools, bool small,
                                                 std::size_t rounded);
+  // Splits cached block `b`, out of its bins, so that its last `rounded` bytes are the block
+  // returned (its front goes back to the bins): place_by_address()'s choice when the rest of the
+  // run keeps more whole pages that way. block_recycler_ must be prepared for one block.
+  [[nodiscard]] detail::Block* split_off_back(detail::Block* b, std::size_t rounded);
   [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
                                                     std::size_t at_least);
   // Makes `segment` (or none) the pool's growing segment, whose FrontCacheRoom its bins keep.

@@ -177,6 +177,9 @@ class FreeBins {
   [[nodiscard]] std::size_t word_count() const noexcept { return (bins() + 63) / 64; }
 
   bool small_pool_;
+  // Beside small_pool_, in what would be padding: a block with a whole page is at least a page
+  // (2 MiB or more), so 2^32 of them would be 8 PiB.
+  std::uint32_t page_blocks_ = 0;
   std::size_t count_ = 0;
   std::uint64_t next_seq_ = 0;
   Block* loose_ = nullptr;          // unindexed: every block, most recently cached first
@@ -186,7 +189,6 @@ class FreeBins {
   }
   std::unique_ptr<Index> index_;  // null while the bins are a list
   PageDonors* donors_ = nullptr;  // see list_in(); null: not listed
-  std::size_t page_blocks_ = 0;
   FreeBins* donor_prev_ = nullptr;  // links in donors_ while page_blocks_ > 0
   FreeBins* donor_next_ = nullptr;
 };

@@ -187,8 +187,8 @@ class FreeBins {
   void update_room() noexcept {
     if (room_ != nullptr) *room_ = room_now();
   }
-  std::unique_ptr<Index> index_;  // null while the bins are a list
-  PageDonors* donors_ = nullptr;  // see list_in(); null: not listed
+  std::unique_ptr<Index> index_;    // null while the bins are a list
+  PageDonors* donors_ = nullptr;    // see list_in(); null: not listed
   FreeBins* donor_prev_ = nullptr;  // links in donors_ while page_blocks_ > 0
   FreeBins* donor_next_ = nullptr;
 };

@@ -194,8 +194,8 @@ AllocatorCore::StreamPools& AllocatorCore::find_pools(StreamId stream) {
       slot = std::make_unique<StreamPools>();
       slot->stream = stream;
       if (split_every_remainder_) {  // expandable segments: page recycling looks for donors
-        slot->small.list_in(&page_donors_);
-        slot->large.list_in(&page_donors_);
+        slot->small.list_in(&page_donors(true));
+        slot->large.list_in(&page_donors(false));
       }
     } catch (...) {
       pools_.erase(stream);  // no empty slot left behind

@@ -3,6 +3,7 @@
 // mutex and the public API. It talks to memory only through its Backend.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -405,9 +406,14 @@ class AllocatorCore {
   std::size_t mapped_ = 0;
   std::size_t mapped_high_water_ = 0;
 
-  // Expandable segments: every pool's bins that hold a whole free page (PageDonors). Before
-  // pools_: the bins leave it when they go.
-  detail::PageDonors page_donors_;
+  // Expandable segments: the bins that hold a whole free page (PageDonors), of the small pools
+  // and of the large ones: each pool has one page size, and a growth walks only the lists of
+  // its own page size (expandable_segments_page_size may make the large pool's differ).
+  // Before pools_: the bins leave them when they go.
+  std::array<detail::PageDonors, 2> page_donors_;  // [small pool, large pool]
+  [[nodiscard]] detail::PageDonors& page_donors(bool small) noexcept {
+    return page_donors_[small ? 0 : 1];
+  }
   // Free bins that page recycling has searched for pages, for tests (a growth must visit the
   // donors only, not every stream: tests/allocator/expandable_page_donors_test.cpp).
   std::uint64_t bins_searched_for_pages_ = 0;

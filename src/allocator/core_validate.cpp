@@ -359,24 +359,29 @@ void AllocatorCore::validate() const {
 
 void AllocatorCore::check_page_donors() const {
   std::unordered_set<const detail::FreeBins*> donors;
-  std::size_t listed = 0;
-  for (const detail::FreeBins* d = page_donors_.first; d != nullptr && listed <= page_donors_.count;
-       d = d->next_donor(), ++listed) {
-    if (!donors.insert(d).second) broken("free-bins", "free bins listed twice as page donors");
-  }
-  if (listed != page_donors_.count) {
-    broken("free-bins",
-           fmt::format("{} page donors counted, {} listed (a cycle?)", page_donors_.count, listed));
+  for (const detail::PageDonors& list : page_donors_) {
+    std::size_t listed = 0;
+    for (const detail::FreeBins* d = list.first; d != nullptr && listed <= list.count;
+         d = d->next_donor(), ++listed) {
+      if (!donors.insert(d).second) broken("free-bins", "free bins listed twice as page donors");
+      if (&list != &page_donors_[d->small_pool() ? 0 : 1]) {
+        broken("free-bins", "free bins listed as page donors of the other pool");
+      }
+    }
+    if (listed != list.count) {
+      broken("free-bins",
+             fmt::format("{} page donors counted, {} listed (a cycle?)", list.count, listed));
+    }
   }
   std::size_t found = 0;
   for (const auto& [stream, pools] : pools_) {
     for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {
-      const bool want_listed = split_every_remainder_;
-      if ((bins->donors() == &page_donors_) != want_listed) {
-        broken("free-bins", fmt::format("stream {}: the {} pool's bins are {}listed for page "
-                                        "recycling",
-                                        stream, bins->small_pool() ? "small" : "large",
-                                        want_listed ? "not " : ""));
+      const detail::PageDonors* want =
+          split_every_remainder_ ? &page_donors_[bins->small_pool() ? 0 : 1] : nullptr;
+      if (bins->donors() != want) {
+        broken("free-bins", fmt::format("stream {}: the {} pool's bins are not listed for page "
+                                        "recycling as the setting says",
+                                        stream, bins->small_pool() ? "small" : "large"));
       }
       if (donors.contains(bins) != (bins->page_blocks() > 0)) {
         broken("free-bins", fmt::format("stream {}: the {} pool's bins hold {} blocks with a whole "

@@ -328,10 +328,13 @@ std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
   }
   const std::size_t others = sources.size();
   // Only the bins that hold a whole page, of this page size: never every stream's.
-  for (const detail::FreeBins* d = page_donors_.first; d != nullptr; d = d->next_donor()) {
-    if (mine != nullptr && (d == &mine->small || d == &mine->large)) continue;
-    if ((d->small_pool() ? small_page_ : large_page_) != s.page) continue;
-    found += gather_free_pages(*d, s, growing, last, needed_end, sources);
+  for (const bool small : {true, false}) {
+    if ((small ? small_page_ : large_page_) != s.page) continue;
+    for (const detail::FreeBins* d = page_donors(small).first; d != nullptr; d = d->next_donor()) {
+      if (mine != nullptr && (d == &mine->small || d == &mine->large)) continue;
+      found += gather_free_pages(*d, s, growing, last, needed_end, sources);
+      if (donors == Donors::own_stream_first && found >= wanted) break;
+    }
     if (donors == Donors::own_stream_first && found >= wanted) break;
   }
   highest_first(sources.begin() +

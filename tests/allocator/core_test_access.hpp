@@ -25,7 +25,9 @@ class AllocatorCoreTestAccess {
   }
   // Page recycling: the bins listed as holding a whole free page, and how many bins the
   // recycling walks have searched so far.
-  static std::size_t page_donors(const AllocatorCore& core) { return core.page_donors_.count; }
+  static std::size_t page_donors(const AllocatorCore& core) {
+    return core.page_donors_[0].count + core.page_donors_[1].count;
+  }
   static std::uint64_t bins_searched_for_pages(const AllocatorCore& core) {
     return core.bins_searched_for_pages_;
   }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "counting_backend.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/config.hpp"
 #include "memscope/replay.hpp"
@@ -23,6 +24,11 @@ namespace memscope::bench {
 struct SteadyState {
   std::vector<double> ratios;  // peak reserved / peak live, per iteration
   double maps_per_1k = 0.0;    // map + unmap (or segment alloc + free) calls per 1,000 ops
+  // memscope only, per iteration after the first (the first when there is only one), from the
+  // CUDA driver calls CudaBackend would make (counting_backend.hpp): pages mapped (moves
+  // included) plus pages unmapped, and what the calls would take on an H200 (an estimate).
+  double steady_page_maps = 0.0;
+  double steady_driver_ms = 0.0;
 };
 
 [[nodiscard]] inline double reserved_ratio(std::size_t reserved, std::size_t live) {
@@ -33,18 +39,25 @@ struct SteadyState {
 [[nodiscard]] inline SteadyState memscope_steady_state(const ReplayPlan& plan,
                                                        const std::string& config, int iterations) {
   const std::size_t capacity = std::max<std::size_t>(64 * GiB, plan.peak_live * 4);
-  CachingAllocator allocator(std::make_shared<SimulatedBackend>(capacity),
-                             AllocatorConfig::parse(config));
+  auto counting = std::make_shared<CountingBackend>(std::make_shared<SimulatedBackend>(capacity));
+  CachingAllocator allocator(counting, AllocatorConfig::parse(config));
   SteadyState s;
   std::int64_t calls = 0;
+  DriverCalls after_first;
   for (int i = 0; i < iterations; ++i) {
     const ReplayResult r = replay(plan, allocator);
     s.ratios.push_back(reserved_ratio(static_cast<std::size_t>(r.peak_reserved), plan.peak_live));
     calls += r.num_device_alloc + r.num_device_free;
     for (void* p : r.live_pointers) allocator.deallocate(p);
+    if (i == 0 && iterations > 1) after_first = counting->calls();
   }
   s.maps_per_1k = 1000.0 * static_cast<double>(calls) /
                   static_cast<double>(plan.ops.size() * static_cast<std::size_t>(iterations));
+  const DriverCalls steady = counting->calls().since(after_first);
+  const auto per_iteration = static_cast<std::uint64_t>(std::max(iterations - 1, 1));
+  s.steady_page_maps = static_cast<double>(steady.mappings_given_access + steady.mem_unmap) /
+                       static_cast<double>(per_iteration);
+  s.steady_driver_ms = h200_driver_us(steady) / 1000.0 / static_cast<double>(per_iteration);
   return s;
 }
 

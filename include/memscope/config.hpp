@@ -25,8 +25,8 @@
 //   expandable_segments_recycling:<never|at_limit|above_peak|always>  before mapping new
 //                                      pages, move free whole pages from elsewhere: never
 //                                      (PyTorch: at the limit, flush everything and retry),
-//                                      at_limit (what would pass the memory limit), above_peak
-//                                      (default; also what would lift the mapped bytes above
+//                                      at_limit (default: what would pass the memory limit),
+//                                      above_peak (also what would lift the mapped bytes above
 //                                      their high-water mark since the last empty_cache(): the
 //                                      stream's own free pages first, then other streams'
 //                                      cached ones), always (at every growth, any stream's)
@@ -63,7 +63,7 @@ struct AllocatorConfig {
   enum class PageRecycling { never, at_limit, above_peak, always };
   bool expandable_segments = false;
   std::size_t expandable_segments_page_size = 0;  // 0: the default (2 MiB, or the granularity)
-  PageRecycling page_recycling = PageRecycling::above_peak;
+  PageRecycling page_recycling = PageRecycling::at_limit;
 
   [[nodiscard]] static AllocatorConfig parse(std::string_view text);
   // Parses MEMSCOPE_ALLOC_CONF, or returns the defaults when it is unset or empty.

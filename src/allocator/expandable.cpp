@@ -10,12 +10,13 @@
 // new memory. The policy (expandable_segments_recycling) says when: never (PyTorch: at the
 // memory limit, flush every cached page and retry); at_limit (only the part that would pass the
 // memory limit, instead of the flush; elsewhere exactly PyTorch's placement and its few map
-// calls); above_peak (the default: also the part that would lift the mapped bytes above their
-// high-water mark since the last empty_cache(), from the stream's own free pages first, then
-// from other streams' cached blocks, below the limit never from their front caches); always
-// (every growth, from any stream's). Other streams' pages are found through page_donors_, the
-// bins that hold a whole free page: a growth visits only the streams that can give pages, not
-// every stream. Under above_peak and always a miss is placed by address space
+// calls; the default: no page moves while memory is not short); above_peak (also the part that
+// would lift the mapped bytes above their high-water mark since the last empty_cache(), from the
+// stream's own free pages first, then from other streams' cached blocks, below the limit never
+// from their front caches); always (every growth, from any stream's). Other streams' pages are
+// found through page_donors_, the bins that hold a whole free page: a growth visits only the
+// streams that can give pages, not every stream. Under above_peak and always a miss is placed
+// by address space
 // (expandable_placement.cpp): what is mapped then says nothing about where a block goes, so
 // those two never creep from one iteration of a training step to the next, and leave the least
 // reserved on real traces, at more map calls (docs/benchmarks.md).

@@ -93,7 +93,7 @@ TEST(Config, ExpandableSegmentsKeys) {
             "expandable_segments:true,expandable_segments_page_size:8MiB,"
             "expandable_segments_recycling:always");
   const auto defaults = AllocatorConfig::parse("expandable_segments:true");
-  EXPECT_EQ(defaults.page_recycling, AllocatorConfig::PageRecycling::above_peak);
+  EXPECT_EQ(defaults.page_recycling, AllocatorConfig::PageRecycling::at_limit);
   EXPECT_EQ(
       AllocatorConfig::parse("expandable_segments:true,expandable_segments_recycling:at_limit")
           .page_recycling,

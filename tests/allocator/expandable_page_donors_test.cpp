@@ -1,7 +1,7 @@
-// Page recycling across streams (expandable segments): under the default policy, above_peak,
-// a growth past the high-water mark takes whole free pages of other streams' cached blocks for
-// what its own stream's do not cover, instead of mapping new memory; and it finds them through
-// the index of bins that hold a free page (PageDonors), never by walking every stream.
+// Page recycling across streams (expandable segments): under above_peak a growth past the
+// high-water mark takes whole free pages of other streams' cached blocks for what its own
+// stream's do not cover, instead of mapping new memory; and it finds them through the index of
+// bins that hold a free page (PageDonors), never by walking every stream.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -23,6 +23,11 @@ constexpr auto kAll = static_cast<std::size_t>(StatPool::all);
 constexpr StreamId kA = 1;
 constexpr StreamId kB = 2;
 
+AllocatorConfig above_peak() {
+  return AllocatorConfig::parse(
+      "expandable_segments:true,expandable_segments_recycling:above_peak");
+}
+
 // Mapped bytes by stream, from the snapshot (one segment per mapped range).
 std::map<StreamId, std::size_t> mapped_by_stream(const CachingAllocator& allocator) {
   std::map<StreamId, std::size_t> mapped;
@@ -34,8 +39,7 @@ TEST(ExpandablePageDonors, AStreamGrowingAboveThePeakTakesAnotherStreamsFreePage
   // Before, above_peak took only the growing stream's own pages below the limit: B mapped
   // 64 MiB more while A's 64 MiB of free whole pages stayed mapped (reserved 192 MiB).
   auto device = std::make_shared<SimulatedBackend>(64 * GiB);
-  CachingAllocator allocator(device, AllocatorConfig::parse("expandable_segments:true"));
-  ASSERT_EQ(allocator.config().page_recycling, AllocatorConfig::PageRecycling::above_peak);
+  CachingAllocator allocator(device, above_peak());
   void* a = allocator.allocate(64 * MiB, kA);
   void* b = allocator.allocate(64 * MiB, kB);
   allocator.deallocate(a);
@@ -58,7 +62,7 @@ TEST(ExpandablePageDonors, TheGrowingStreamsOwnFreePagesGoFirst) {
   // reserved first, below A's: taken highest address first across streams, all 64 would
   // have been A's.
   auto device = std::make_shared<SimulatedBackend>(64 * GiB);
-  CachingAllocator allocator(device, AllocatorConfig::parse("expandable_segments:true"));
+  CachingAllocator allocator(device, above_peak());
   void* q1 = allocator.allocate(32 * MiB, kB);
   void* q2 = allocator.allocate(64 * MiB, kB);
   void* a = allocator.allocate(64 * MiB, kA);
@@ -81,7 +85,7 @@ TEST(ExpandablePageDonors, AStreamsFrontCacheIsNotTakenBelowTheLimit) {
   // A block freed a moment ago waits in its stream's front cache for the next allocation of
   // its size: the other stream's growth below the limit looks in the bins only.
   auto device = std::make_shared<SimulatedBackend>(64 * GiB);
-  CachingAllocator allocator(device, AllocatorConfig::parse("expandable_segments:true"));
+  CachingAllocator allocator(device, above_peak());
   void* a = allocator.allocate(64 * MiB, kA);
   void* b = allocator.allocate(64 * MiB, kB);
   allocator.deallocate(a);  // the front cache: nothing else is cached in A's pool

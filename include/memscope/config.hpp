@@ -27,8 +27,9 @@
 //                                      (PyTorch: at the limit, flush everything and retry),
 //                                      at_limit (default: what would pass the memory limit),
 //                                      above_peak (also what would lift the mapped bytes above
-//                                      their high-water mark since the last empty_cache(), from
-//                                      the stream's own free pages), always (from any stream's)
+//                                      their high-water mark since the last empty_cache(): the
+//                                      stream's own free pages first, then other streams'
+//                                      cached ones), always (at every growth, any stream's)
 //                                      With expandable segments max_split_size does not limit
 //                                      splitting (free pages cannot be stranded; docs/design.md)
 // Errors: parse() throws ConfigError naming the key, the value and what is allowed, for

@@ -193,6 +193,10 @@ AllocatorCore::StreamPools& AllocatorCore::find_pools(StreamId stream) {
     try {
       slot = std::make_unique<StreamPools>();
       slot->stream = stream;
+      if (split_every_remainder_) {  // expandable segments: page recycling looks for donors
+        slot->small.list_in(&page_donors(true));
+        slot->large.list_in(&page_donors(false));
+      }
     } catch (...) {
       pools_.erase(stream);  // no empty slot left behind
       throw;
@@ -218,6 +222,13 @@ void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
     pools_.rehash(0);  // shrink the bucket array too
   } catch (...) {      // keeping the buckets is fine
   }
+}
+
+void AllocatorCore::drop_pools_if_unused(StreamId stream, const StreamPools* keep) noexcept {
+  const auto it = pools_.find(stream);
+  if (it == pools_.end() || it->second->segments != 0 || it->second.get() == keep) return;
+  if (it->second.get() == last_pools_) last_pools_ = &no_pools_;
+  pools_.erase(it);  // the buckets stay (drop_unused_pools() shrinks them)
 }
 
 void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {

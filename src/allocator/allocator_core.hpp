@@ -3,6 +3,7 @@
 // mutex and the public API. It talks to memory only through its Backend.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -113,6 +114,8 @@ class AllocatorCore {
   [[nodiscard]] StreamPools& find_pools(StreamId stream);  // ... found or made
   // Drops the pools of every stream without segments, except `keep` (a caller may hold it).
   void drop_unused_pools(const StreamPools* keep) noexcept;
+  // The same for one stream's pools, found by its id: no walk over the others.
+  void drop_pools_if_unused(StreamId stream, const StreamPools* keep) noexcept;
   [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
   [[gnu::always_inline]] [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
                                                                   std::size_t rounded) noexcept;
@@ -190,6 +193,8 @@ class AllocatorCore {
   // everything cached released; nullptr when even that failed.
   [[nodiscard]] detail::Block* allocate_segment(StreamPools& pools, bool small,
                                                 std::size_t rounded);
+  // validate()'s check of page_donors_ against every stream's bins (core_validate.cpp).
+  void check_page_donors() const;
 
   // --- Expandable segments (expandable.cpp) ---------------------------------------------------
   // The miss path with expandable segments: grow the stream's segment (recycling pages as the
@@ -245,15 +250,30 @@ class AllocatorCore {
     std::uintptr_t from;
     std::uintptr_t to;
   };
-  // The free pages a miss growing segment `s` may take, highest first: every cached block of
-  // that page size except those just before a block of `growing` (taking their top pages would
-  // merge into it), and of the run's last block only what lies past `needed_end`; in every
-  // stream's pools, or in `s`'s stream's alone.
+  // Which streams' free pages a growth may take (grow_run() says which, from the policy).
+  enum class Donors {
+    // Any stream's, highest address first (at the limit, and always under `always`).
+    every_stream,
+    // Its own stream's, highest first; then, for what those do not cover, other streams'
+    // (above_peak below the limit).
+    own_stream_first,
+  };
+  // The free pages a miss growing segment `s` may take: every cached block of that page size
+  // except those just before a block of `growing` (taking their top pages would merge into
+  // it), and of the run's last block only what lies past `needed_end`. Other streams' pages
+  // are found through page_donors_ (never by walking every stream); under own_stream_first
+  // only until they cover `wanted` bytes with the stream's own, donor bins in the list's order
+  // (most recently listed first), then highest address first among those.
   [[nodiscard]] std::vector<FreePages> recycling_sources(const detail::Segment& s,
                                                          const std::vector<detail::Block*>& growing,
                                                          const detail::Block* last,
-                                                         std::uintptr_t needed_end,
-                                                         bool every_stream) const;
+                                                         std::uintptr_t needed_end, Donors donors,
+                                                         std::size_t wanted);
+  // Appends to `out` the free pages of `bins` that recycling_sources() may take; their bytes.
+  std::size_t gather_free_pages(const detail::FreeBins& bins, const detail::Segment& s,
+                                const std::vector<detail::Block*>& growing,
+                                const detail::Block* last, std::uintptr_t needed_end,
+                                std::vector<FreePages>& out);
   // Moves up to `bytes` (<= u->size) of the `sources`' pages to the front of unmapped block
   // `u`; returns the bytes moved and sets `merged` to the cached block that holds them.
   std::size_t recycle_into(detail::Block* u, std::size_t bytes, std::vector<FreePages>& sources,
@@ -261,7 +281,8 @@ class AllocatorCore {
   std::size_t release_expandable_cached();
   void release_expandable_segment(detail::Segment* segment) noexcept;
   // The ranges among `donors` that recycling left with no page mapped: their address ranges go
-  // back, and the pools of streams left without segments (but last_pools_, the caller's) go too.
+  // back, and the pools of their streams when left without segments (but last_pools_, the
+  // caller's) go too; other streams' pools are not visited.
   void release_emptied_donors(const std::vector<detail::Segment*>& donors) noexcept;
   void count_mapped(detail::Segment* segment, std::int64_t bytes, std::int64_t ranges) noexcept;
   void count_split(const detail::Block* b, int sign) noexcept;  // inactive_split of cached b
@@ -384,6 +405,18 @@ class AllocatorCore {
   std::size_t large_page_ = 0;
   std::size_t mapped_ = 0;
   std::size_t mapped_high_water_ = 0;
+
+  // Expandable segments: the bins that hold a whole free page (PageDonors), of the small pools
+  // and of the large ones: each pool has one page size, and a growth walks only the lists of
+  // its own page size (expandable_segments_page_size may make the large pool's differ).
+  // Before pools_: the bins leave them when they go.
+  std::array<detail::PageDonors, 2> page_donors_;  // [small pool, large pool]
+  [[nodiscard]] detail::PageDonors& page_donors(bool small) noexcept {
+    return page_donors_[small ? 0 : 1];
+  }
+  // Free bins that page recycling has searched for pages, for tests (a growth must visit the
+  // donors only, not every stream: tests/allocator/expandable_page_donors_test.cpp).
+  std::uint64_t bins_searched_for_pages_ = 0;
 
   // By stream. Only allocate() (through pools_for), reserve_segment() and release_segment()
   // reach pools, and only drop_unused_pools() removes them: references to a StreamPools are

@@ -141,8 +141,11 @@ struct Block {
   };
   Use use;
   bool cached = false;
-  bool unmapped = false;   // expandable segments: no memory behind it (see above)
-  bool recent = false;     // in its stream's RecentFrees (see above)
+  bool unmapped = false;  // expandable segments: no memory behind it (see above)
+  bool recent = false;    // in its stream's RecentFrees (see above)
+  // Cached in bins listed in a PageDonors, holding a whole page of its expandable segment:
+  // counted in its bins' page_blocks() (set on insert, so its removal uncounts what was counted).
+  bool holds_page = false;
   StreamUses stream_uses;  // streams other than its own recorded by record_stream
 
   // Back to a fresh block, keeping stream_uses' buffer for the next record_stream().

@@ -12,7 +12,9 @@
 //                listed in address order, exactly; the mapped bytes are what the blocks say;
 //                the segment each stream's pool grows is one of its own
 //   free-bins    the free bins hold exactly the cached blocks, each in its segment's pool, and
-//                are consistent in themselves (FreeBins::audit)
+//                are consistent in themselves (FreeBins::audit); with expandable segments every
+//                pool's bins are listed for page recycling, and the PageDonors list holds
+//                exactly the bins with a block that holds a whole page, once each
 //   stream-pools each stream's pools are filed under its id and count its live segments
 //   front-cache  each segment's FrontCacheRoom is what its bins say for the pool's growing
 //                expandable segment, closed for the other expandable ones, the default for fixed
@@ -259,6 +261,7 @@ void AllocatorCore::validate() const {
       }
     }
   }
+  check_page_donors();
   std::vector<const Block*> listed_recent;
   for (const auto& [stream, pools] : pools_) {
     const detail::RecentFrees& list = pools->recent;
@@ -351,6 +354,47 @@ void AllocatorCore::validate() const {
     broken("hot-path-gate",
            fmt::format("off_hot_path_ is {:#x}; hooks, waiting blocks and settings make it {:#x}",
                        off_hot_path_, off_hot_path_now()));
+  }
+}
+
+void AllocatorCore::check_page_donors() const {
+  std::unordered_set<const detail::FreeBins*> donors;
+  for (const detail::PageDonors& list : page_donors_) {
+    std::size_t listed = 0;
+    for (const detail::FreeBins* d = list.first; d != nullptr && listed <= list.count;
+         d = d->next_donor(), ++listed) {
+      if (!donors.insert(d).second) broken("free-bins", "free bins listed twice as page donors");
+      if (&list != &page_donors_[d->small_pool() ? 0 : 1]) {
+        broken("free-bins", "free bins listed as page donors of the other pool");
+      }
+    }
+    if (listed != list.count) {
+      broken("free-bins",
+             fmt::format("{} page donors counted, {} listed (a cycle?)", list.count, listed));
+    }
+  }
+  std::size_t found = 0;
+  for (const auto& [stream, pools] : pools_) {
+    for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {
+      const detail::PageDonors* want =
+          split_every_remainder_ ? &page_donors_[bins->small_pool() ? 0 : 1] : nullptr;
+      if (bins->donors() != want) {
+        broken("free-bins", fmt::format("stream {}: the {} pool's bins are not listed for page "
+                                        "recycling as the setting says",
+                                        stream, bins->small_pool() ? "small" : "large"));
+      }
+      if (donors.contains(bins) != (bins->page_blocks() > 0)) {
+        broken("free-bins", fmt::format("stream {}: the {} pool's bins hold {} blocks with a whole "
+                                        "page but are {}a page donor",
+                                        stream, bins->small_pool() ? "small" : "large",
+                                        bins->page_blocks(), donors.contains(bins) ? "" : "not "));
+      }
+      if (bins->page_blocks() > 0) ++found;
+    }
+  }
+  if (found != donors.size()) {
+    broken("free-bins", fmt::format("{} page donors listed, {} bins of live streams hold a page",
+                                    donors.size(), found));
   }
 }
 

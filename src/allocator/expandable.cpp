@@ -11,9 +11,12 @@
 // memory limit, flush every cached page and retry); at_limit (only the part that would pass the
 // memory limit, instead of the flush; elsewhere exactly PyTorch's placement and its few map
 // calls; the default: no page moves while memory is not short); above_peak (also the part that
-// would lift the mapped bytes above their
-// high-water mark since the last empty_cache(), from the stream's own free pages); always (every
-// growth, from any stream's). Under above_peak and always a miss is placed by address space
+// would lift the mapped bytes above their high-water mark since the last empty_cache(), from the
+// stream's own free pages first, then from other streams' cached blocks, below the limit never
+// from their front caches); always (every growth, from any stream's). Other streams' pages are
+// found through page_donors_, the bins that hold a whole free page: a growth visits only the
+// streams that can give pages, not every stream. Under above_peak and always a miss is placed
+// by address space
 // (expandable_placement.cpp): what is mapped then says nothing about where a block goes, so
 // those two never creep from one iteration of a training step to the next, and leave the least
 // reserved on real traces, at more map calls (docs/benchmarks.md).
@@ -280,34 +283,64 @@ std::size_t AllocatorCore::unmap_free_pages(Block* c) {
   return to - from;
 }
 
+std::size_t AllocatorCore::gather_free_pages(const detail::FreeBins& bins, const Segment& s,
+                                             const std::vector<Block*>& growing, const Block* last,
+                                             std::uintptr_t needed_end,
+                                             std::vector<FreePages>& out) {
+  ++bins_searched_for_pages_;
+  std::size_t bytes = 0;
+  bins.for_each(s.page, [&](Block* c) {
+    const Segment& cs = *c->segment;
+    if (!cs.expandable || cs.page != s.page) return;
+    if (c->next != nullptr && c->next->unmapped &&
+        std::find(growing.begin(), growing.end(), c->next) != growing.end()) {
+      return;
+    }
+    std::uintptr_t from = page_up(cs, c->address);
+    if (c == last) from = std::max(from, page_up(cs, needed_end));
+    const std::uintptr_t to = page_down(cs, c->address + c->size);
+    if (from < to) {
+      out.push_back({c, from, to});
+      bytes += to - from;
+    }
+  });
+  return bytes;
+}
+
 std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
     const Segment& s, const std::vector<Block*>& growing, const Block* last,
-    std::uintptr_t needed_end, bool every_stream) const {
+    std::uintptr_t needed_end, Donors donors, std::size_t wanted) {
   std::vector<FreePages> sources;
-  const auto gather = [&](const StreamPools& pools) {
-    for (const detail::FreeBins* bins : {&pools.small, &pools.large}) {
-      bins->for_each(s.page, [&](Block* c) {
-        const Segment& cs = *c->segment;
-        if (!cs.expandable || cs.page != s.page) return;
-        if (c->next != nullptr && c->next->unmapped &&
-            std::find(growing.begin(), growing.end(), c->next) != growing.end()) {
-          return;
-        }
-        std::uintptr_t from = page_up(cs, c->address);
-        if (c == last) from = std::max(from, page_up(cs, needed_end));
-        const std::uintptr_t to = page_down(cs, c->address + c->size);
-        if (from < to) sources.push_back({c, from, to});
-      });
-    }
+  const auto highest_first = [](auto from, auto to) {
+    // Highest addresses first: memory gathers at the low ends of the segments.
+    std::sort(from, to, [](const FreePages& a, const FreePages& b) { return a.from > b.from; });
   };
-  if (every_stream) {
-    for (const auto& entry : pools_) gather(*entry.second);
-  } else if (const auto own = pools_.find(s.stream); own != pools_.end()) {
-    gather(*own->second);
+  const auto own = pools_.find(s.stream);
+  const StreamPools* const mine = own != pools_.end() ? own->second.get() : nullptr;
+  std::size_t found = 0;
+  if (mine != nullptr) {
+    for (const detail::FreeBins* bins : {&mine->small, &mine->large}) {
+      found += gather_free_pages(*bins, s, growing, last, needed_end, sources);
+    }
   }
-  // Highest addresses first: memory gathers at the low ends of the segments.
-  std::sort(sources.begin(), sources.end(),
-            [](const FreePages& a, const FreePages& b) { return a.from > b.from; });
+  if (donors == Donors::own_stream_first) {
+    highest_first(sources.begin(), sources.end());
+    if (found >= wanted) return sources;
+  }
+  const std::size_t others = sources.size();
+  // Only the bins that hold a whole page, of this page size: never every stream's.
+  for (const bool small : {true, false}) {
+    if ((small ? small_page_ : large_page_) != s.page) continue;
+    for (const detail::FreeBins* d = page_donors(small).first; d != nullptr; d = d->next_donor()) {
+      if (mine != nullptr && (d == &mine->small || d == &mine->large)) continue;
+      found += gather_free_pages(*d, s, growing, last, needed_end, sources);
+      if (donors == Donors::own_stream_first && found >= wanted) break;
+    }
+    if (donors == Donors::own_stream_first && found >= wanted) break;
+  }
+  highest_first(sources.begin() +
+                    (donors == Donors::own_stream_first ? static_cast<std::ptrdiff_t>(others) : 0),
+                sources.end());
   return sources;
 }
 
@@ -437,15 +470,19 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
   std::vector<FreePages> sources;
   std::vector<Segment*> donors;  // the other ranges the sources lie in
   if (recycle > 0) {
-    // At the limit (and under `always`) free pages of every stream count; those of other
+    // At the limit (and under `always`) free pages of every stream count alike; those of other
     // streams may wait in their front caches (the slow path flushed only this stream's): into
     // the bins first, where recycling looks. Below the limit `above_peak` takes the stream's
-    // own free pages only: taking other streams' at every growth walked every stream (growth
-    // quadratic in the streams) and left a stream that allocates again without its cache.
+    // own free pages first, then, for what they do not cover, other streams' cached ones (only
+    // the bins: a stream's front cache keeps what it freed a moment ago). Other streams are
+    // found through page_donors_, so a growth visits the bins that hold a free page, not every
+    // stream's: a walk over every stream at every growth made growth quadratic in the streams.
     const bool every_stream = mapped_ + to_map > memory_limit_ ||
                               config_.page_recycling == AllocatorConfig::PageRecycling::always;
     if (every_stream) flush_recent();
-    sources = recycling_sources(*s, growing, last, run_start + rounded, every_stream);
+    sources =
+        recycling_sources(*s, growing, last, run_start + rounded,
+                          every_stream ? Donors::every_stream : Donors::own_stream_first, recycle);
     for (const FreePages& src : sources) {
       if (src.block->segment != s) donors.push_back(src.block->segment);
     }
@@ -485,14 +522,15 @@ void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors) 
   // stayed, and every later recycling walked them: 20,000 streams at a 64 MiB limit took 26 s.
   // Its stream reserves a new range if it allocates again (where its pages would
   // have gone in the old one: at the start).
-  bool released = false;
+  // Only the donors' own streams' pools are looked at: a walk over every stream's at each
+  // release made growth quadratic in the streams again.
   for (Segment* d : donors) {
     if (d->mapped_bytes == 0) {
+      const StreamId stream = d->stream;
       release_expandable_segment(d);
-      released = true;
+      drop_pools_if_unused(stream, last_pools_);
     }
   }
-  if (released) drop_unused_pools(last_pools_);
 }
 
 Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::size_t rounded) {

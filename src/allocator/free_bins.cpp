@@ -10,6 +10,46 @@ namespace memscope::detail {
 
 FreeBins::FreeBins(bool small_pool) : small_pool_(small_pool) {}
 
+FreeBins::~FreeBins() noexcept {
+  // Bins are dropped empty, except when the allocator goes with blocks still cached.
+  if (page_blocks_ > 0) leave_donors();
+}
+
+bool FreeBins::holds_whole_page(const Block& b) noexcept {
+  const Segment& s = *b.segment;
+  if (!s.expandable || s.page == 0) return false;
+  const std::uintptr_t from = s.base + (b.address - s.base + s.page - 1) / s.page * s.page;
+  return from + s.page <= b.address + b.size;
+}
+
+void FreeBins::count_page_block(Block* block) noexcept {
+  block->holds_page = holds_whole_page(*block);
+  if (!block->holds_page || page_blocks_++ > 0) return;
+  donor_prev_ = nullptr;
+  donor_next_ = donors_->first;
+  if (donor_next_ != nullptr) donor_next_->donor_prev_ = this;
+  donors_->first = this;
+  ++donors_->count;
+}
+
+void FreeBins::uncount_page_block(Block* block) noexcept {
+  if (!block->holds_page) return;
+  block->holds_page = false;
+  if (--page_blocks_ == 0) leave_donors();
+}
+
+void FreeBins::leave_donors() noexcept {
+  page_blocks_ = 0;
+  if (donor_prev_ != nullptr) {
+    donor_prev_->donor_next_ = donor_next_;
+  } else {
+    donors_->first = donor_next_;
+  }
+  if (donor_next_ != nullptr) donor_next_->donor_prev_ = donor_prev_;
+  donor_prev_ = donor_next_ = nullptr;
+  --donors_->count;
+}
+
 std::size_t FreeBins::storage_bytes() const noexcept {
   if (!indexed()) return 0;
   const std::size_t classes =
@@ -80,6 +120,7 @@ void FreeBins::insert(Block* block) noexcept {
   block->cache_seq = ++next_seq_;
   block->cached = true;
   ++count_;
+  if (donors_ != nullptr) count_page_block(block);
   if (!indexed() && count_ > kLooseLimit) build_index();
   if (indexed()) {
     file_in_index(block);
@@ -110,6 +151,7 @@ void FreeBins::remove(Block* block) noexcept {
   const std::size_t bin = block->bin;
   block->cached = false;
   --count_;
+  uncount_page_block(block);
   if (!indexed()) {
     if (block->bin_prev != nullptr) {
       block->bin_prev->bin_next = block->bin_next;
@@ -235,6 +277,23 @@ FreeBins::Problem FreeBins::audit_list(std::vector<const Block*>& out) const {
 }
 
 FreeBins::Problem FreeBins::audit(std::vector<const Block*>& out) const {
+  const std::size_t first = out.size();
+  if (const Problem problem = audit_blocks(out); problem.what != nullptr) return problem;
+  std::size_t page_blocks = 0;
+  for (std::size_t i = first; i < out.size(); ++i) {
+    const Block* b = out[i];
+    if (b->holds_page != (donors_ != nullptr && holds_whole_page(*b))) {
+      return {"a cached block's holds_page disagrees with the whole pages it holds", b};
+    }
+    if (b->holds_page) ++page_blocks;
+  }
+  if (page_blocks != page_blocks_) {
+    return {"page_blocks() differs from the cached blocks with a whole page", nullptr};
+  }
+  return {};
+}
+
+FreeBins::Problem FreeBins::audit_blocks(std::vector<const Block*>& out) const {
   if (!indexed()) return audit_list(out);
   if (loose_ != nullptr) return {"indexed bins still hold a list", loose_};
   if (count_ == 0) return {"empty bins kept their index", nullptr};

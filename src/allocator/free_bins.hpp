@@ -16,6 +16,10 @@
 // index goes when the bins empty. Both phases choose the same block and visit blocks in the
 // same order, so where the threshold falls never changes placement.
 //
+// Page recycling's index (expandable segments): bins listed in a PageDonors (list_in()) count
+// their cached blocks that hold a whole page of their segment, and are in the list exactly
+// while they hold one (see PageDonors).
+//
 // Nothing here throws: building the index is the only allocation, and if it fails the bins
 // stay a list (slower, never wrong). Not synchronised; the allocator calls it under its lock.
 #pragma once
@@ -31,6 +35,20 @@
 
 namespace memscope::detail {
 
+class FreeBins;
+
+// The free bins, of every stream and pool, that hold a cached block of an expandable segment
+// with at least one whole page in it: where page recycling finds pages to move
+// (AllocatorCore::grow_run). A growth that may take other streams' pages walks these bins
+// only: with thousands of streams few hold a free page at a time, and walking every stream's
+// bins at every growth made growth quadratic in the streams. The bins keep their own
+// membership as blocks enter and leave them, which is off the hot path (the front cache is not
+// in the bins). Not synchronised (the allocator's lock); it must outlive the bins listed in it.
+struct PageDonors {
+  FreeBins* first = nullptr;  // linked through FreeBins::next_donor()
+  std::size_t count = 0;
+};
+
 class FreeBins {
  public:
   // More cached blocks than this and the bins build their index (see above). A search of the
@@ -40,7 +58,7 @@ class FreeBins {
   explicit FreeBins(bool small_pool);
   FreeBins(const FreeBins&) = delete;
   FreeBins& operator=(const FreeBins&) = delete;
-  ~FreeBins() = default;
+  ~FreeBins() noexcept;  // leaves its PageDonors list
 
   void insert(Block* block) noexcept;
   void remove(Block* block) noexcept;
@@ -69,13 +87,26 @@ class FreeBins {
   // For AllocatorCore::validate(): appends every block the bins hold to `out` and returns the
   // first inconsistency of the bins themselves (a block not marked cached or in the wrong size
   // class, broken list links, classes out of order, bitmaps that disagree with the classes,
-  // count() that disagrees with the blocks), or {} when there is none.
+  // count() that disagrees with the blocks, page_blocks() or Block::holds_page that disagree
+  // with the pages the blocks hold), or {} when there is none. (The PageDonors list is
+  // AllocatorCore::validate()'s to check: it spans every stream's bins.)
   struct Problem {
     const char* what = nullptr;
     const Block* block = nullptr;
   };
   [[nodiscard]] Problem audit(std::vector<const Block*>& out) const;
   [[nodiscard]] bool small_pool() const noexcept { return small_pool_; }
+
+  // From now on these bins are in `donors` while they hold a block with a whole page (set once,
+  // while they are empty; the allocator does it for every pool when segments are expandable).
+  void list_in(PageDonors* donors) noexcept { donors_ = donors; }
+  // Their cached blocks with a whole page (Block::holds_page), while listed in a PageDonors.
+  [[nodiscard]] std::size_t page_blocks() const noexcept { return page_blocks_; }
+  [[nodiscard]] FreeBins* next_donor() const noexcept { return donor_next_; }
+  [[nodiscard]] const PageDonors* donors() const noexcept { return donors_; }
+  // Whether cached block `b` holds a whole page of its segment: an expandable one's, counted
+  // from its base.
+  [[nodiscard]] static bool holds_whole_page(const Block& b) noexcept;
 
   // Calls f(Block*) for every cached block of at least `min_size` bytes, in best-fit order
   // (smallest first, among equal sizes the most recently cached first), whether indexed or not
@@ -124,6 +155,11 @@ class FreeBins {
   void file_in_index(Block* block) noexcept;
   [[nodiscard]] Block* loose_best_fit(std::size_t size) const noexcept;
   [[nodiscard]] Problem audit_list(std::vector<const Block*>& out) const;
+  // A block enters or leaves the bins: page_blocks_ and the PageDonors list follow.
+  void count_page_block(Block* block) noexcept;
+  void uncount_page_block(Block* block) noexcept;
+  void leave_donors() noexcept;  // out of donors_' list, page_blocks_ 0
+  [[nodiscard]] Problem audit_blocks(std::vector<const Block*>& out) const;  // audit() but pages
 
   // The size-class index (see above), built past kLooseLimit blocks.
   struct Index {
@@ -141,6 +177,9 @@ class FreeBins {
   [[nodiscard]] std::size_t word_count() const noexcept { return (bins() + 63) / 64; }
 
   bool small_pool_;
+  // Beside small_pool_, in what would be padding: a block with a whole page is at least a page
+  // (2 MiB or more), so 2^32 of them would be 8 PiB.
+  std::uint32_t page_blocks_ = 0;
   std::size_t count_ = 0;
   std::uint64_t next_seq_ = 0;
   Block* loose_ = nullptr;          // unindexed: every block, most recently cached first
@@ -148,7 +187,10 @@ class FreeBins {
   void update_room() noexcept {
     if (room_ != nullptr) *room_ = room_now();
   }
-  std::unique_ptr<Index> index_;  // null while the bins are a list
+  std::unique_ptr<Index> index_;    // null while the bins are a list
+  PageDonors* donors_ = nullptr;    // see list_in(); null: not listed
+  FreeBins* donor_prev_ = nullptr;  // links in donors_ while page_blocks_ > 0
+  FreeBins* donor_next_ = nullptr;
 };
 
 }  // namespace memscope::detail

@@ -121,7 +121,9 @@ TEST(ExpandablePeerFailures, TheReproducerOfPyTorchIssue123548KeepsReservedAtLiv
 TEST(ExpandablePeerFailures, TwoThousandStreamsDoNotExhaustTheAddressSpace) {
   // Host backend: every stream's range is real address space (PROT_NONE until mapped). A 4 GiB
   // limit keeps 2,000 ranges at 8 TiB, whatever the machine's memory. `always`: the policy that
-  // takes other streams' free pages below the limit (above_peak takes the stream's own).
+  // takes other streams' free pages below the limit at every growth, also from their front
+  // caches (above_peak takes their cached blocks only, and each free here waits in its
+  // stream's front cache).
   CachingAllocator allocator(std::make_shared<HostBackend>(),
                              AllocatorConfig::parse(policy_config("always", "memory_limit:4GiB,")));
   const std::int64_t vm_before = testing::proc_status_bytes("VmSize");

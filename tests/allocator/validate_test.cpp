@@ -7,29 +7,13 @@
 #include <string>
 
 #include "allocator/allocator_core.hpp"
+#include "core_test_access.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/simulated_backend.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope {
-
-// Reaches into AllocatorCore (a friend) to break one invariant at a time.
-class AllocatorCoreTestAccess {
- public:
-  static MemoryStats& stats(AllocatorCore& core) { return core.stats_; }
-  static StatArray& waiting(AllocatorCore& core) { return core.waiting_; }
-  static unsigned& off_hot_path(AllocatorCore& core) { return core.off_hot_path_; }
-  static detail::PointerMap& live(AllocatorCore& core) { return core.live_; }
-  static detail::Block* block(AllocatorCore& core, const void* ptr) {
-    return core.live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  }
-  static std::size_t stream_pools(const AllocatorCore& core) { return core.pools_.size(); }
-  static std::size_t& segment_count(AllocatorCore& core, StreamId stream) {
-    return core.pools_.at(stream)->segments;
-  }
-};
-
 namespace {
 
 using Access = AllocatorCoreTestAccess;

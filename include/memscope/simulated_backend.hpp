@@ -7,11 +7,15 @@
 // afterwards stay pending until complete(stream) (or until someone synchronizes on them, which
 // models waiting for the device), so stream-ordering rules are testable without a GPU.
 //
-// Addresses start at 1 TiB, are 2 MiB aligned and are never reused, so a stale pointer can
-// never alias a newer segment. Thread-safe.
+// Addresses start at 1 TiB, are 2 MiB aligned and are not reused while the simulated address
+// space (up to 2^56) lasts, so a stale pointer does not alias a newer segment. Once it is used
+// up, address ranges released by release_address_range() are reused (best fit), as a real
+// device's or the kernel's are: an allocator that releases and reserves ranges all the time
+// (page recycling across thousands of streams) would otherwise run out with the device empty.
+// Thread-safe.
 //
 // Page mapping (expandable segments): the granularity is 2 MiB. Address ranges come from the
-// same never-reused addresses and cost no capacity; mapped pages count against the capacity
+// same addresses (reused as above) and cost no capacity; mapped pages count against the capacity
 // exactly as segments do (reserved_bytes() = segments + mapped_bytes(); free_bytes() =
 // capacity - reserved_bytes()), and map_pages() fails (false) exactly when the total would
 // exceed the capacity. Mapping is checked byte for byte: mapping a page that is mapped already,
@@ -80,6 +84,9 @@ class SimulatedBackend final : public Backend {
   // Takes [begin, end) out of the mapped runs; returns the bytes that were mapped in it (the
   // caller adjusts mapped_).
   std::size_t remove_mapped(std::uintptr_t begin, std::uintptr_t end);
+  // A released range's hole for `bytes`, taken out of released_ranges_; 0 when none fits.
+  [[nodiscard]] std::uintptr_t reuse_released_range(std::size_t bytes);
+  void remember_released_range(std::uintptr_t base, std::size_t bytes);  // may throw bad_alloc
 
   mutable std::mutex mutex_;
   const std::size_t capacity_;
@@ -87,7 +94,8 @@ class SimulatedBackend final : public Backend {
   std::size_t mapped_ = 0;                                 // in mapped pages
   std::map<std::uintptr_t, std::size_t> ranges_;           // reserved range: base -> bytes
   std::map<std::uintptr_t, std::uintptr_t> mapped_pages_;  // mapped: begin -> end, coalesced
-  std::uintptr_t next_address_;
+  std::uintptr_t next_address_;                            // the never-used addresses start
+  std::map<std::uintptr_t, std::size_t> released_ranges_;  // holes: base -> bytes, coalesced
   EventId next_event_ = 1;
   std::unordered_set<StreamId> held_streams_;
   std::unordered_map<EventId, StreamId> pending_;  // event -> stream it waits on

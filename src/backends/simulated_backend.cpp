@@ -117,11 +117,51 @@ std::size_t SimulatedBackend::page_granularity() const noexcept {
 void* SimulatedBackend::reserve_address_range(std::size_t bytes) {
   detail::check_range_size(name(), "reserve_address_range", bytes, kAlignment);
   const std::lock_guard lock(mutex_);
-  if (bytes > kAddressLimit - next_address_) return nullptr;
-  const std::uintptr_t base = next_address_;
-  next_address_ += bytes;  // a multiple of kAlignment: the counter stays aligned
+  std::uintptr_t base = 0;
+  if (bytes <= kAddressLimit - next_address_) {
+    base = next_address_;
+    next_address_ += bytes;  // a multiple of kAlignment: the counter stays aligned
+  } else {
+    base = reuse_released_range(bytes);
+    if (base == 0) return nullptr;
+  }
   ranges_.emplace(base, bytes);
   return reinterpret_cast<void*>(base);  // NOLINT(performance-no-int-to-ptr): addresses only
+}
+
+std::uintptr_t SimulatedBackend::reuse_released_range(std::size_t bytes) {
+  // Best fit, lowest address among equals: what is left of the gap stays one gap. Linear in
+  // the gaps, which adjacent releases coalesce, and reached only once the never-reused
+  // addresses have run out.
+  auto best = released_ranges_.end();
+  for (auto gap = released_ranges_.begin(); gap != released_ranges_.end(); ++gap) {
+    if (gap->second >= bytes && (best == released_ranges_.end() || gap->second < best->second)) {
+      best = gap;
+    }
+  }
+  if (best == released_ranges_.end()) return 0;
+  const std::uintptr_t base = best->first;
+  const std::size_t rest = best->second - bytes;
+  released_ranges_.erase(best);
+  if (rest > 0) released_ranges_.emplace(base + bytes, rest);
+  return base;
+}
+
+void SimulatedBackend::remember_released_range(std::uintptr_t base, std::size_t bytes) {
+  // Coalesced with the gaps either side, so a later reservation finds the whole hole.
+  auto next = released_ranges_.lower_bound(base);
+  if (next != released_ranges_.end() && next->first == base + bytes) {
+    bytes += next->second;
+    next = released_ranges_.erase(next);
+  }
+  if (next != released_ranges_.begin()) {
+    const auto prev = std::prev(next);
+    if (prev->first + prev->second == base) {
+      prev->second += bytes;
+      return;
+    }
+  }
+  released_ranges_.emplace_hint(next, base, bytes);
 }
 
 void SimulatedBackend::release_address_range(void* base, std::size_t /*bytes*/) noexcept {
@@ -130,6 +170,10 @@ void SimulatedBackend::release_address_range(void* base, std::size_t /*bytes*/) 
   if (range == ranges_.end()) return;
   // Pages the caller left mapped go with the range, as munmap would take them.
   mapped_ -= remove_mapped(range->first, range->first + range->second);
+  try {
+    remember_released_range(range->first, range->second);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): no memory for the note: the hole stays unused
+  }
   ranges_.erase(range);
 }
 

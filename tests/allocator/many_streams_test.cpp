@@ -141,6 +141,22 @@ TEST(ManyStreamsExpandable, TwentyThousandStreamsFindAddressSpace) {
   }
 }
 
+TEST(ManyStreamsExpandable, EmptyCacheEveryStepNeverRunsOutOfAddressSpace) {
+  // empty_cache() after every step gives each range back, and the next step reserves a new
+  // one, of the whole limit (4 TiB). The simulated device never reused a released range, so
+  // after about 16,000 steps a reservation failed with the device empty (OutOfMemoryError).
+  CachingAllocator allocator(make_backend("sim:4TiB"),
+                             AllocatorConfig::parse("expandable_segments:true"));
+  for (int step = 0; step < 20'000; ++step) {
+    void* p = allocator.allocate(3 * MiB);
+    ASSERT_NE(p, nullptr);
+    allocator.deallocate(p);
+    ASSERT_GT(allocator.empty_cache(), 0U) << step;
+  }
+  EXPECT_EQ(allocator.stats().num_ooms, 0);
+  EXPECT_EQ(allocator.stats().reserved_bytes[0].current, 0);
+}
+
 // A simulated device that counts the address ranges held (expandable segments reserve one per
 // stream and pool).
 class RangeCountingDevice final : public ForwardingBackend {

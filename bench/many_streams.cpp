@@ -5,8 +5,12 @@
 // --at-limit: on a 64 MiB device instead, where every few streams the next segment is refused
 // and the cache released and retried (what `memscope replay --fit` probes near capacity do); each
 // retry once walked every stream used so far (an RMM log of 40,000 streams: --fit took 49 s).
+// --slow-frees: each stream also frees a second 4 KiB block beside the first, a free that takes
+// the slow path (its neighbour waits in the front cache) and merges; with expandable segments
+// that free once flushed every stream's front cache.
 //
 //   memscope_many_streams [--streams N] [--config CONF] [--backend sim:64GiB] [--at-limit]
+//                         [--slow-frees]
 // Prints seconds and the RSS growth; exits 1 when the goal (given --goal) is missed.
 
 #include <chrono>
@@ -41,6 +45,7 @@ int main(int argc, char** argv) {
   std::string backend = "sim:4096GiB";  // room for every stream's segments: no OOM retries
   bool goal = false;
   bool at_limit = false;
+  bool slow_frees = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--streams" && i + 1 < argc) {
@@ -54,11 +59,13 @@ int main(int argc, char** argv) {
     } else if (a == "--at-limit") {
       at_limit = true;
       backend = "sim:64MiB";
+    } else if (a == "--slow-frees") {
+      slow_frees = true;
     } else {
-      std::fprintf(
-          stderr,
-          "usage: %s [--streams N] [--config CONF] [--backend SPEC] [--goal] [--at-limit]\n",
-          argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--streams N] [--config CONF] [--backend SPEC] [--goal] [--at-limit] "
+                   "[--slow-frees]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -70,8 +77,10 @@ int main(int argc, char** argv) {
   kept.reserve(streams);
   for (std::size_t s = 1; s <= streams; ++s) {
     void* small = allocator.allocate(4096, s);
+    void* beside = slow_frees ? allocator.allocate(4096, s) : nullptr;
     void* large = allocator.allocate(3 << 20, s);
     allocator.deallocate(small);  // each stream keeps a cached small and large segment
+    if (beside != nullptr) allocator.deallocate(beside);
     allocator.deallocate(large);
   }
   // At the limit every stream's segment cannot stay: no second pass.

@@ -71,7 +71,7 @@ class ProbeForkHooks final : public ForkHooks {
 std::int64_t process_peak_rss() {
   (void)detail::self_peak_seen();  // its fork hook exists before anything is noted
   const HostMemory m = read_host_memory(0);
-  return std::max({detail::self_peak_seen(), m.hwm, m.rss, detail::self_maxrss_bound()});
+  return std::max({detail::self_peak_seen(), m.hwm, m.rss, detail::self_maxrss_peak()});
 }
 
 bool host_peak_no_reset_from_env() {

@@ -112,10 +112,45 @@ bool read_statm(int fd, std::int64_t& rss) noexcept {
   return n > 0 && parse_statm(buf, n, rss);
 }
 
-std::int64_t self_maxrss_bound() noexcept {
+namespace {
+
+std::int64_t maxrss_bytes() noexcept {
   rusage usage{};
-  if (getrusage(RUSAGE_SELF, &usage) != 0) return INT64_MAX;  // no bound: caller reads status
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return -1;
   return static_cast<std::int64_t>(usage.ru_maxrss) * 1024;
+}
+
+// Linux keeps ru_maxrss across execve: a program exec'ed by a forked process starts with the
+// high-water mark of the image it replaced, which is the parent's resident memory at the fork
+// (a worker started by a 10 GB trainer reads 10 GB before it has touched anything). What
+// ru_maxrss held when this library was loaded, where that was more than VmHWM then, is that
+// inheritance; later readings up to it say nothing about this process.
+std::int64_t read_inherited_maxrss() noexcept {
+  const std::int64_t maxrss = maxrss_bytes();
+  const Fd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
+  HostMemory m;
+  if (maxrss < 0 || !status.valid() || !read_status(status.get(), m)) return 0;
+  return maxrss > std::max(m.hwm, m.rss) ? maxrss : 0;
+}
+
+std::int64_t inherited_maxrss() noexcept {
+  static const std::int64_t inherited = read_inherited_maxrss();
+  return inherited;
+}
+
+// Read at load, before the program has touched much: what is inherited is known only then.
+[[maybe_unused]] const std::int64_t kInheritedAtLoad = inherited_maxrss();
+
+}  // namespace
+
+std::int64_t self_maxrss_bound() noexcept {
+  const std::int64_t maxrss = maxrss_bytes();
+  return maxrss < 0 ? INT64_MAX : maxrss;  // no bound: the caller reads status
+}
+
+std::int64_t self_maxrss_peak() noexcept {
+  const std::int64_t maxrss = maxrss_bytes();
+  return maxrss > inherited_maxrss() ? maxrss : 0;
 }
 
 std::int64_t read_status_threads(int fd) noexcept {

@@ -56,6 +56,11 @@ void proc_path(int pid, const char* name, char* out, std::size_t size) noexcept;
 // status shows max(that mark, the exact RSS), and the mark comes from the approximate sum (see
 // rss_counter_slack).
 [[nodiscard]] std::int64_t self_maxrss_bound() noexcept;
+// The same figure where it is this process's own: 0 while ru_maxrss is no more than what it
+// inherited across execve (the replaced image's mark, which Linux keeps: a program started by a
+// large process reads that process's size), so that it can stand for a peak this process reached
+// (process_peak_rss(), the process-lifetime peak kept before clear_refs), not only bound one.
+[[nodiscard]] std::int64_t self_maxrss_peak() noexcept;
 
 // The "Threads:" line of /proc/<pid>/status, read through `fd`; 0 when it cannot be read.
 [[nodiscard]] std::int64_t read_status_threads(int fd) noexcept;

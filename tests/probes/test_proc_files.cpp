@@ -1,9 +1,12 @@
 // The /proc parsers against fixed text (so a parsing bug cannot hide behind a live reading) and
 // against the live files of this process.
 #include <fcntl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -74,6 +77,41 @@ TEST(ProcFiles, MaxrssBoundsTheHighWaterMark) {
   HostMemory m = read_host_memory();
   // Both come from the kernel's per-CPU counters, which may lag each other by a few pages.
   EXPECT_GE(self_maxrss_bound(), m.hwm - static_cast<std::int64_t>(MiB));
+}
+
+// Linux keeps ru_maxrss across execve, so a program started by fork and exec from a large
+// process reads that process's size as its own peak before it has touched anything. Its peak
+// (process_peak_rss(), which stage marks report) must be what it reached itself: was 256 MiB
+// and more here, from the parent's buffer.
+TEST(ProcFiles, AProgramExecedByALargeProcessDoesNotReportItsSize) {
+  const testing::MappedBuffer large(256 * MiB);
+  const std::string out =
+      ::testing::TempDir() + "memscope_peak_rss_child_" + std::to_string(::getpid()) + ".txt";
+  std::remove(out.c_str());
+  char child_path[] = MEMSCOPE_PEAK_RSS_CHILD;
+  std::string out_arg = out;
+  char* const args[] = {child_path, out_arg.data(), nullptr};
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execv(child_path, args);
+    ::_exit(127);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  std::int64_t peak = 0;
+  std::int64_t hwm = 0;
+  std::int64_t maxrss = 0;
+  ASSERT_TRUE(std::ifstream(out) >> peak >> hwm >> maxrss) << out;
+  std::remove(out.c_str());
+  if (maxrss < static_cast<std::int64_t>(256 * MiB)) {
+    GTEST_SKIP() << "this kernel does not carry ru_maxrss across execve (the child read " << maxrss
+                 << " bytes), so there is nothing to keep out";
+  }
+  EXPECT_GT(hwm, 0);
+  EXPECT_LE(peak, hwm + static_cast<std::int64_t>(2 * MiB)) << "ru_maxrss " << maxrss;
+  EXPECT_LT(peak, static_cast<std::int64_t>(256 * MiB));
 }
 
 }  // namespace

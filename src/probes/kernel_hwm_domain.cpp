@@ -56,7 +56,7 @@ class KernelHwmCounter {
   void reset_peak() {
     // What clear_refs is about to erase goes to the process-lifetime peak first, so that
     // process_peak_rss() still knows it (/usr/bin/time and Slurm read ru_maxrss, which drops).
-    if (self_) note_self_peak(self_maxrss_peak());
+    if (self_) note_self_peak(self_high_water_mark());
     if (pwrite(clear_refs_.get(), "5", 1, 0) != 1) {
       const std::string error = errno_text(errno);
       throw BackendError("memscope: writing 5 to /proc/" + std::to_string(pid_) +
@@ -201,7 +201,7 @@ std::shared_ptr<HostPeakDomain> kernel_hwm_domain(int pid, std::string& why_not)
   // Writing is the only real test: some kernels and sandboxes open the file but refuse writes.
   // No window of this process is open yet, so resetting VmHWM here loses nothing we track; the
   // process-lifetime peak keeps what it held.
-  if (self) note_self_peak(self_maxrss_peak());
+  if (self) note_self_peak(self_high_water_mark());
   if (!clear_refs.valid() || pwrite(clear_refs.get(), "5", 1, 0) != 1) {
     const std::string error = errno_text(errno);
     why_not = std::string("cannot write 5 to ") + path + " (" + error + ")";

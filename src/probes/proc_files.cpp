@@ -153,6 +153,14 @@ std::int64_t self_maxrss_peak() noexcept {
   return maxrss > inherited_maxrss() ? maxrss : 0;
 }
 
+std::int64_t self_high_water_mark() noexcept {
+  if (const std::int64_t own = self_maxrss_peak(); own > 0) return own;
+  const Fd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
+  HostMemory m;
+  if (!status.valid() || !read_status(status.get(), m)) return 0;
+  return std::max(m.hwm, m.rss);
+}
+
 std::int64_t read_status_threads(int fd) noexcept {
   char buf[kBufferSize];
   const std::size_t n = read_at_zero(fd, buf, sizeof buf);

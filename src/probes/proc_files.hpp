@@ -61,6 +61,9 @@ void proc_path(int pid, const char* name, char* out, std::size_t size) noexcept;
 // large process reads that process's size), so that it can stand for a peak this process reached
 // (process_peak_rss(), the process-lifetime peak kept before clear_refs), not only bound one.
 [[nodiscard]] std::int64_t self_maxrss_peak() noexcept;
+// This process's own high-water mark before clear_refs erases it: self_maxrss_peak(), or, while
+// an inherited mark hides it, VmHWM read from status (dearer).
+[[nodiscard]] std::int64_t self_high_water_mark() noexcept;
 
 // The "Threads:" line of /proc/<pid>/status, read through `fd`; 0 when it cannot be read.
 [[nodiscard]] std::int64_t read_status_threads(int fd) noexcept;

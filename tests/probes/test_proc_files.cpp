@@ -79,39 +79,70 @@ TEST(ProcFiles, MaxrssBoundsTheHighWaterMark) {
   EXPECT_GE(self_maxrss_bound(), m.hwm - static_cast<std::int64_t>(MiB));
 }
 
+// What a program started by fork and execve from this process, which holds 256 MiB, reports
+// (peak_rss_child.cpp, with `mode` "" or "reset"): process_peak_rss(), VmHWM, ru_maxrss, and the
+// probe's mode.
+struct ChildFigures {
+  std::int64_t peak = 0;
+  std::int64_t hwm = 0;
+  std::int64_t maxrss = 0;
+  std::string probe;
+};
+
+ChildFigures exec_child_of_a_large_process(const std::string& mode) {
+  const testing::MappedBuffer large(256 * MiB);
+  const std::string out =
+      ::testing::TempDir() + "memscope_peak_rss_child_" + std::to_string(::getpid()) + ".txt";
+  std::remove(out.c_str());
+  std::string child = MEMSCOPE_PEAK_RSS_CHILD;
+  std::string mode_arg = mode;
+  std::string out_arg = out;
+  char* const with_mode[] = {child.data(), mode_arg.data(), out_arg.data(), nullptr};
+  char* const without[] = {child.data(), out_arg.data(), nullptr};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::execv(child.c_str(), mode.empty() ? without : with_mode);
+    ::_exit(127);
+  }
+  ChildFigures f;
+  int status = 0;
+  if (pid < 0 || ::waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+      WEXITSTATUS(status) != 0) {
+    ADD_FAILURE() << "the child failed, status " << status;
+    return f;
+  }
+  std::ifstream in(out);
+  in >> f.peak >> f.hwm >> f.maxrss >> f.probe;
+  std::remove(out.c_str());
+  return f;
+}
+
 // Linux keeps ru_maxrss across execve, so a program started by fork and exec from a large
 // process reads that process's size as its own peak before it has touched anything. Its peak
 // (process_peak_rss(), which stage marks report) must be what it reached itself: was 256 MiB
 // and more here, from the parent's buffer.
 TEST(ProcFiles, AProgramExecedByALargeProcessDoesNotReportItsSize) {
-  const testing::MappedBuffer large(256 * MiB);
-  const std::string out =
-      ::testing::TempDir() + "memscope_peak_rss_child_" + std::to_string(::getpid()) + ".txt";
-  std::remove(out.c_str());
-  char child_path[] = MEMSCOPE_PEAK_RSS_CHILD;
-  std::string out_arg = out;
-  char* const args[] = {child_path, out_arg.data(), nullptr};
-  const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::execv(child_path, args);
-    ::_exit(127);
+  const ChildFigures f = exec_child_of_a_large_process("");
+  if (f.maxrss < static_cast<std::int64_t>(256 * MiB)) {
+    GTEST_SKIP() << "this kernel does not carry ru_maxrss across execve (the child read "
+                 << f.maxrss << " bytes), so there is nothing to keep out";
   }
-  int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
-  std::int64_t peak = 0;
-  std::int64_t hwm = 0;
-  std::int64_t maxrss = 0;
-  ASSERT_TRUE(std::ifstream(out) >> peak >> hwm >> maxrss) << out;
-  std::remove(out.c_str());
-  if (maxrss < static_cast<std::int64_t>(256 * MiB)) {
-    GTEST_SKIP() << "this kernel does not carry ru_maxrss across execve (the child read " << maxrss
-                 << " bytes), so there is nothing to keep out";
+  EXPECT_GT(f.hwm, 0);
+  EXPECT_LE(f.peak, f.hwm + static_cast<std::int64_t>(2 * MiB)) << "ru_maxrss " << f.maxrss;
+  EXPECT_LT(f.peak, static_cast<std::int64_t>(256 * MiB));
+}
+
+// ...and while the inherited mark hides its own, the peak it reached before a probe reset VmHWM
+// (clear_refs) still counts: the 32 MiB it touched and freed first.
+TEST(ProcFiles, UnderAnInheritedMarkAResetKeepsThePeakItErases) {
+  const ChildFigures f = exec_child_of_a_large_process("reset");
+  if (f.maxrss < static_cast<std::int64_t>(256 * MiB)) {
+    GTEST_SKIP() << "this kernel does not carry ru_maxrss across execve";
   }
-  EXPECT_GT(hwm, 0);
-  EXPECT_LE(peak, hwm + static_cast<std::int64_t>(2 * MiB)) << "ru_maxrss " << maxrss;
-  EXPECT_LT(peak, static_cast<std::int64_t>(256 * MiB));
+  if (f.probe != "kernel-hwm") GTEST_SKIP() << "no reset here: the probe is " << f.probe;
+  EXPECT_LT(f.hwm, static_cast<std::int64_t>(32 * MiB)) << "clear_refs lowered VmHWM";
+  EXPECT_GE(f.peak, static_cast<std::int64_t>(32 * MiB));
+  EXPECT_LT(f.peak, static_cast<std::int64_t>(256 * MiB));
 }
 
 }  // namespace

@@ -134,9 +134,9 @@ tidy: build
 # $(ANALYZED): 829 s against make tidy's 1146 s, cold on 2 cores (2026-12-06), of CI's 90
 # minutes. `make tidy` runs it on every file.
 tidy-ci: build
-	@git ls-files 'src/*.cpp' 'tools/*.cpp' | grep -v -E "^($(subst $() ,|,$(strip $(ANALYZED))))" \
+	@git ls-files 'src/*.cpp' 'tools/*.cpp' $(addprefix ':!',$(ANALYZED)) \
 	  | $(TIDY) --checks='-clang-analyzer-*' 2>&1 | grep -v -E "$(TIDY_NOISE)"; \
-	  test $${PIPESTATUS[2]} -eq 0
+	  test $${PIPESTATUS[1]} -eq 0
 	@git ls-files $(addsuffix '*.cpp',$(ANALYZED)) | $(TIDY) 2>&1 | grep -v -E "$(TIDY_NOISE)"; \
 	  test $${PIPESTATUS[1]} -eq 0
 

@@ -125,12 +125,18 @@ std::int64_t maxrss_bytes() noexcept {
 // (a worker started by a 10 GB trainer reads 10 GB before it has touched anything). What
 // ru_maxrss held when this library was loaded, where that was more than VmHWM then, is that
 // inheritance; later readings up to it say nothing about this process.
+// VmHWM as status shows it (the larger of the mark and the RSS now); -1 when unreadable.
+std::int64_t own_status_hwm() noexcept {
+  const Fd status = open_proc(0, "status", O_RDONLY);
+  HostMemory m;
+  if (!status.valid() || !read_status(status.get(), m)) return -1;
+  return std::max(m.hwm, m.rss);
+}
+
 std::int64_t read_inherited_maxrss() noexcept {
   const std::int64_t maxrss = maxrss_bytes();
-  const Fd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
-  HostMemory m;
-  if (maxrss < 0 || !status.valid() || !read_status(status.get(), m)) return 0;
-  return maxrss > std::max(m.hwm, m.rss) ? maxrss : 0;
+  const std::int64_t hwm = own_status_hwm();
+  return maxrss >= 0 && hwm >= 0 && maxrss > hwm ? maxrss : 0;
 }
 
 std::int64_t inherited_maxrss() noexcept {
@@ -155,10 +161,7 @@ std::int64_t self_maxrss_peak() noexcept {
 
 std::int64_t self_high_water_mark() noexcept {
   if (const std::int64_t own = self_maxrss_peak(); own > 0) return own;
-  const Fd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
-  HostMemory m;
-  if (!status.valid() || !read_status(status.get(), m)) return 0;
-  return std::max(m.hwm, m.rss);
+  return std::max<std::int64_t>(own_status_hwm(), 0);
 }
 
 std::int64_t read_status_threads(int fd) noexcept {

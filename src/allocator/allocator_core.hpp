@@ -162,12 +162,12 @@ class AllocatorCore {
   // Freed without stream uses: active -> recent (the front cache), evicting the oldest recent
   // block of its stream into the bins when the list is full.
   void keep_recent(detail::Block* block) noexcept;
-  // Expandable segments: whether `block`, just freed, may wait in the front cache without
-  // changing where the next allocation of its size goes (any other allocation flushes it into
-  // the bins first). Merged at free, then found by best fit, it would go back to the same
-  // address when no free or recent block lies below it (the merge would start lower) and
-  // either an active block or the segment's end follows it (merging changes nothing, and best
-  // fit takes the newest of equal blocks) or the pool's bins would hold the merged block alone
+  // Whether `block`, front-cached, may serve the next allocation of its size where best fit
+  // would put it. Asked at the free with expandable segments, and by allocate_slow() before a
+  // hit with both kinds (the hot path cannot ask). Merged at free, then found by best fit, it would
+  // go back to the same address when no free or recent block lies below it (the merge would start
+  // lower) and either an active block or the segment's end follows it (merging changes nothing, and
+  // best fit takes the lowest of equal blocks) or the pool's bins would hold the merged block alone
   // (a free block or unmapped space after it: best fit finds it, tail or not). Refusing the
   // rest keeps placement PyTorch's on the corpus: taking every such block back made the 3-D
   // cellular automaton reserve 1.2982 instead of 1.1579 of its live peak.

@@ -44,6 +44,49 @@ TEST(FrontCachePlacement, ABlockBeforeACachedOneGoesToTheBinsWhenAnotherFitsBett
   allocator.validate();
 }
 
+// Found by tests/trace/random_steady_test.cpp (seed 229: 1.5073 of the live peak against
+// PyTorch's rules' 1.4655). A block front-cached while its neighbours were live stayed there when
+// its neighbour went to the bins later, and the next allocation of its size took it back, where
+// best fit merges the two and picks a smaller block elsewhere.
+TEST(FrontCachePlacement, AFrontCachedBlockLeavesWhenItsNeighbourIsCachedLater) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB));
+  void* a = allocator.allocate(12 * KiB);  // one 2 MiB segment: a, g, r, s, then the cached rest
+  void* g = allocator.allocate(4 * KiB);   // keeps a from merging with anything
+  void* r = allocator.allocate(8 * KiB);
+  void* s = allocator.allocate(8 * KiB);
+  ASSERT_EQ(r, offset(a, 16 * KiB));
+  ASSERT_EQ(s, offset(a, 24 * KiB));
+  allocator.deallocate(a);
+  void* big = allocator.allocate(4 * MiB);  // another size: a is merged into the bins
+  allocator.deallocate(r);                  // both neighbours live: the front cache
+  allocator.deallocate(s);                  // its next is cached beside a: the bins, beside r
+  allocator.validate();
+  // Best fit on r merged with s and the rest: a, the smallest block that fits, not r.
+  void* p = allocator.allocate(8 * KiB);
+  EXPECT_EQ(p, a);
+  allocator.validate();
+  for (void* q : {p, g, big}) allocator.deallocate(q);
+  allocator.validate();
+}
+
+// Found the same way (seed 2064). Two neighbours front-cached one after the other, the second
+// beside the pool's only cached block; an allocation of the second's size after another stream's
+// took the second back, where best fit splits the three merged at the first's address.
+TEST(FrontCachePlacement, NeighboursInTheFrontCacheMergeBeforeAnotherStreamsTurnEnds) {
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(4 * GiB));
+  void* x = allocator.allocate(8 * KiB);  // one 2 MiB segment: x, y, then the cached rest alone
+  void* y = allocator.allocate(4 * KiB);
+  ASSERT_EQ(y, offset(x, 8 * KiB));
+  allocator.deallocate(x);  // its next is live: the front cache
+  allocator.deallocate(y);  // its next is the only cached block: the front cache
+  void* other = allocator.allocate(4 * KiB, 7);  // another stream's turn
+  void* p = allocator.allocate(4 * KiB);
+  EXPECT_EQ(p, x);
+  allocator.validate();
+  for (void* q : {p, other}) allocator.deallocate(q);
+  allocator.validate();
+}
+
 TEST(FrontCachePlacement, TheBlockBeforeThePoolsOnlyCachedBlockKeepsTheHotPath) {
   // The hot path's benchmark (bench/hit_pair_loop.cpp at 4 KiB): merged at each free and split
   // at each allocation, inactive_split would count a split block per pair.

@@ -25,7 +25,7 @@
 #include "memscope/units.hpp"
 #include "multi_stream_plan.hpp"
 #include "steady_state.hpp"
-#include "torch_expandable_rules.hpp"
+#include "steady_state_checks.hpp"
 #include "trace_corpus.hpp"
 
 namespace memscope {
@@ -115,14 +115,8 @@ TEST(ExpandableSteadyState, DefaultNeverAbovePyTorchsExpandableRulesOnTheCorpus)
   for (const auto& path : traces) {
     SCOPED_TRACE(path.filename().string());
     const TorchSnapshot snapshot = read_trace_file(path);
-    const ReplayPlan plan = build_replay_plan(snapshot, trace_devices(snapshot).at(0));
-    const bench::SteadyState ours =
-        bench::memscope_steady_state(plan, "expandable_segments:true", kIterations);
-    bench::TorchExpandableReplayer model;
-    const bench::SteadyState theirs = bench::model_steady_state(plan, model, kIterations);
-    for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
-      EXPECT_LE(ours.ratios[i], theirs.ratios[i] + 0.00005) << "iteration " << i + 1;
-    }
+    testing::expect_expandable_at_or_below_pytorchs_expandable(
+        build_replay_plan(snapshot, trace_devices(snapshot).at(0)));
   }
 }
 

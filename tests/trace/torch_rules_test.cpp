@@ -57,14 +57,18 @@ TEST(TorchRules, TheTieRuleCanDecideThePeak) {
   EXPECT_EQ(lowest.peak_requested, 36 * MiB);  // 8 + 8 + 20 at the end
 }
 
-TEST(TorchRules, MemscopeBreaksTiesByRecency) {
-  // docs/size-rules.md: among equal sizes the most recently cached block is taken.
+TEST(TorchRules, MemscopeBreaksTiesByLowestAddressInAReplay) {
+  // docs/size-rules.md: among equal sizes the lowest address serves, as PyTorch's rules take,
+  // front-cached blocks included off the hot path (a replay's peak window keeps every call
+  // there). Until the random steps of tests/trace/random_steady_test.cpp, the newest
+  // front-cached block served instead (40 MiB here), and on other plans reserved more than
+  // PyTorch's rules (seed 229: 1.5073 of the live peak against 1.4655).
   ReplayOptions options;
   options.capacity = GiB;
   options.record_series = true;
   const ReplayResult ours = replay(tie_decides_the_peak(), options);
   const auto model =
-      bench::replay_torch_rules(tie_decides_the_peak(), bench::TieBreak::most_recent);
+      bench::replay_torch_rules(tie_decides_the_peak(), bench::TieBreak::lowest_address);
   EXPECT_EQ(ours.peak_reserved, static_cast<std::int64_t>(model.peak_reserved));
   ASSERT_EQ(ours.series.size(), model.reserved_series.size());
   for (std::size_t i = 0; i < ours.series.size(); ++i) {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "counting_backend.hpp"
@@ -59,6 +60,43 @@ struct SteadyState {
                        static_cast<double>(per_iteration);
   s.steady_driver_ms = h200_driver_us(steady) / 1000.0 / static_cast<double>(per_iteration);
   return s;
+}
+
+// Peak reserved / peak live per iteration, as memscope_steady_state() but by calling the
+// allocator directly: replay() keeps a peak window open, which keeps every call off the hot
+// path, while a program calls allocate() and deallocate() with none. The peak is current
+// reserved read after every op (current_bytes(), which leaves the front caches alone).
+[[nodiscard]] inline std::vector<double> memscope_direct_ratios(const ReplayPlan& plan,
+                                                                const std::string& config,
+                                                                int iterations) {
+  const std::size_t capacity = std::max<std::size_t>(64 * GiB, plan.peak_live * 4);
+  CachingAllocator allocator(std::make_shared<SimulatedBackend>(capacity),
+                             AllocatorConfig::parse(config));
+  std::vector<void*> pointers;
+  std::vector<double> ratios;
+  for (int i = 0; i < iterations; ++i) {
+    pointers.assign(plan.ops.size(), nullptr);
+    std::unordered_map<std::uint64_t, std::size_t> slot_of;  // recorded address -> op index
+    std::int64_t peak = 0;
+    for (std::size_t k = 0; k < plan.ops.size(); ++k) {
+      const ReplayOp& op = plan.ops[k];
+      if (op.is_free) {
+        const auto it = slot_of.find(op.addr);
+        allocator.deallocate(pointers[it->second]);
+        pointers[it->second] = nullptr;
+        slot_of.erase(it);
+      } else {
+        pointers[k] = allocator.allocate(op.size, op.stream);
+        slot_of[op.addr] = k;
+      }
+      peak = std::max(peak, allocator.current_bytes().reserved);
+    }
+    ratios.push_back(reserved_ratio(static_cast<std::size_t>(peak), plan.peak_live));
+    for (void* p : pointers) {
+      if (p != nullptr) allocator.deallocate(p);
+    }
+  }
+  return ratios;
 }
 
 // A model of PyTorch's rules (TorchRulesReplayer, TorchExpandableReplayer): neither releases

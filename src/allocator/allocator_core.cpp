@@ -245,9 +245,9 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
         rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
     // The fast path's case on another stream than the last, after pending events completed, or
     // inside a peak window (every call of a replay). The newest front-cached block only, and
-    // only where best fit would pick it too: the others go to the bins first (an older one of
-    // this size is not what best fit would find, and taking it once made the compiled GPT-2
-    // step reserve 3.7% more than PyTorch's rules from its second iteration on), then
+    // only where best fit would pick it too: the others of its pool go to the bins first (an
+    // older one of this size is not what best fit would find, and taking it once made the compiled
+    // GPT-2 step reserve 3.7% more than PyTorch's rules from its second iteration on), then
     // keeps_placement() asks what the hit cannot: is a neighbour free now (front-cached beside
     // it, or cached after it was filed), or is a block of its size cached below it? If so it
     // goes to the bins too, merges, and best fit decides. Random steps found both (tests/trace/
@@ -255,7 +255,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     // than PyTorch's rules, and 4 up to 18% more with expandable segments).
     if (pools.recent.count != 0) {
       if (Block* recent = take_newest_recent(pools.recent, rounded)) {
-        flush_recent_of(pools.recent);
+        flush_recent_into(pools.recent, *recent->segment->bins);
         if (keeps_placement(recent)) return reuse_recent(recent, size);
         flush_recent_block(recent);
       }
@@ -459,6 +459,13 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
     increase(waiting_bytes_, block->small_pool(), signed_size(block->size));
     update_off_hot_path();
   }
+  // The stream's front-cached blocks of this pool go to its bins first, so that what decides
+  // below sees them merged: kept there, an older block of this size at a lower address, or a
+  // neighbour, was invisible to keeps_placement() (with expandable segments, random steps called
+  // directly, without a replay's peak window, reserved 1.18 of their live peak against
+  // PyTorch's expandable rules' 1.0017: the hit took the newer of two freed blocks of one size).
+  // The other pool's stay: they are no neighbours, and no fit for this block's size.
+  flush_recent_into(*block->segment->recent, *block->segment->bins);
   if (block->pending_events == 0 && !tight_ &&
       (!split_every_remainder_ || ((off_hot_path_ & kOffWaiting) == 0 && keeps_placement(block))) &&
       front_cache_keeps_placement(block)) {
@@ -525,6 +532,20 @@ void AllocatorCore::flush_recent() noexcept {
 void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
   for (std::size_t i = 0; i < recent.count; ++i) flush_recent_block(recent.blocks[i]);
   recent.count = 0;
+}
+
+void AllocatorCore::flush_recent_into(detail::RecentFrees& recent,
+                                      const detail::FreeBins& bins) noexcept {
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < recent.count; ++i) {
+    Block* b = recent.blocks[i];
+    if (b->segment->bins == &bins) {
+      flush_recent_block(b);
+    } else {
+      recent.blocks[kept++] = b;
+    }
+  }
+  recent.count = kept;
 }
 
 bool AllocatorCore::has_recent() const noexcept {

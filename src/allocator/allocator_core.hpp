@@ -188,6 +188,8 @@ class AllocatorCore {
   void flush_recent_block(detail::Block* block) noexcept;
   // One stream's front cache into its bins (flush_recent() does every stream's).
   void flush_recent_of(detail::RecentFrees& recent) noexcept;
+  // Only those of `recent` that `bins` would hold, in the order they were freed; the others stay.
+  void flush_recent_into(detail::RecentFrees& recent, const detail::FreeBins& bins) noexcept;
   void release_segment(detail::Block* block) noexcept;
   // The miss path with fixed segments: a new segment, else oversize cached ones released, else
   // everything cached released; nullptr when even that failed.

@@ -52,8 +52,8 @@ struct RandomStepLive {
     const bool free = !live.empty() && between(0, 99) < std::min<std::size_t>(80, live.size() * 8);
     if (free) {
       // Mostly the newest (stack-like lifetimes), sometimes any.
-      const std::size_t at =
-          between(0, 3) == 0 ? between(0, live.size() - 1) : live.size() - 1 - between(0, 1) % live.size();
+      const std::size_t at = between(0, 3) == 0 ? between(0, live.size() - 1)
+                                                : live.size() - 1 - between(0, 1) % live.size();
       b.free(live[at].addr, live[at].stream);
       live.erase(live.begin() + static_cast<std::ptrdiff_t>(at));
     } else {

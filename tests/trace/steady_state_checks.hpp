@@ -1,12 +1,16 @@
-// The steady-state checks the default-rules tests share (issue 25): `plan` replayed 10 iterations
-// back to back through memscope's default rules and through the model of PyTorch's default
-// rules (bench/steady_state.hpp), memscope's peak reserved / peak live at or below the model's
-// in every iteration (to the table's 4 decimals). Test code only.
+// The steady-state checks the default-rules tests share (issue 25): `plan` run 10 iterations
+// back to back through memscope and through a model of PyTorch's rules (bench/steady_state.hpp),
+// memscope's peak reserved / peak live at or below the model's in every iteration (to the
+// table's 4 decimals), both as replay() runs it (a peak window open: every call off the hot
+// path) and as a program calls the allocator (the hot path taken where it may be). Test code
+// only.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include "memscope/replay.hpp"
 #include "steady_state.hpp"
@@ -15,29 +19,35 @@
 
 namespace memscope::testing {
 
-inline void expect_default_rules_at_or_below_pytorchs(const ReplayPlan& plan) {
-  constexpr int kIterations = 10;
-  const bench::SteadyState ours = bench::memscope_steady_state(plan, "", kIterations);
-  bench::TorchRulesReplayer torch(bench::TieBreak::lowest_address);
-  const bench::SteadyState theirs = bench::model_steady_state(plan, torch, kIterations);
-  ASSERT_EQ(ours.ratios.size(), theirs.ratios.size());
-  for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
-    EXPECT_LE(ours.ratios[i], theirs.ratios[i] + 0.00005) << "iteration " << i + 1;
+inline void expect_at_or_below(const std::vector<double>& ours, const std::vector<double>& theirs,
+                               const char* how) {
+  ASSERT_EQ(ours.size(), theirs.size());
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    EXPECT_LE(ours[i], theirs[i] + 0.00005) << how << ", iteration " << i + 1;
   }
 }
 
-// The same with expandable_segments:true (its default policy) against the model of PyTorch's
-// expandable rules.
-inline void expect_expandable_at_or_below_pytorchs_expandable(const ReplayPlan& plan) {
+template <class Model>
+void expect_memscope_at_or_below(const ReplayPlan& plan, const std::string& config, Model& model) {
   constexpr int kIterations = 10;
-  const bench::SteadyState ours =
-      bench::memscope_steady_state(plan, "expandable_segments:true", kIterations);
+  const std::vector<double> theirs = bench::model_steady_state(plan, model, kIterations).ratios;
+  expect_at_or_below(bench::memscope_steady_state(plan, config, kIterations).ratios, theirs,
+                     "replayed");
+  expect_at_or_below(bench::memscope_direct_ratios(plan, config, kIterations), theirs,
+                     "called directly");
+}
+
+// memscope's default rules against the model of PyTorch's default rules.
+inline void expect_default_rules_at_or_below_pytorchs(const ReplayPlan& plan) {
+  bench::TorchRulesReplayer torch(bench::TieBreak::lowest_address);
+  expect_memscope_at_or_below(plan, "", torch);
+}
+
+// expandable_segments:true (its default policy) against the model of PyTorch's expandable
+// rules.
+inline void expect_expandable_at_or_below_pytorchs_expandable(const ReplayPlan& plan) {
   bench::TorchExpandableReplayer torch;
-  const bench::SteadyState theirs = bench::model_steady_state(plan, torch, kIterations);
-  ASSERT_EQ(ours.ratios.size(), theirs.ratios.size());
-  for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
-    EXPECT_LE(ours.ratios[i], theirs.ratios[i] + 0.00005) << "iteration " << i + 1;
-  }
+  expect_memscope_at_or_below(plan, "expandable_segments:true", torch);
 }
 
 }  // namespace memscope::testing

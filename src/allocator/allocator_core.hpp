@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <unordered_map>
 #include <vector>
@@ -221,6 +222,16 @@ class AllocatorCore {
   // returned (its front goes back to the bins): place_by_address()'s choice when the rest of the
   // run keeps more whole pages that way. block_recycler_ must be prepared for one block.
   [[nodiscard]] detail::Block* split_off_back(detail::Block* b, std::size_t rounded);
+  // place_by_address()'s choice at the end of a free run of `run_bytes` from `start` (cached and
+  // unmapped blocks): the last `rounded` bytes, mapped or moved in where unmapped; the run's
+  // front stays free. nullptr when the memory is not there.
+  [[nodiscard]] detail::Block* place_at_back(detail::Block* start, std::size_t run_bytes,
+                                             std::size_t rounded);
+  // Splits unmapped block `u` at page boundary `at` (inside it) and returns the upper part, also
+  // unmapped, listed after `u`; join_unmapped() undoes it while neither part was mapped.
+  // block_recycler_ must be prepared for one block.
+  [[nodiscard]] detail::Block* split_unmapped(detail::Block* u, std::uintptr_t at) noexcept;
+  void join_unmapped(detail::Block* u, detail::Block* upper) noexcept;
   [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
                                                     std::size_t at_least);
   // Makes `segment` (or none) the pool's growing segment, whose FrontCacheRoom its bins keep.
@@ -243,8 +254,10 @@ class AllocatorCore {
   // Bookkeeping of pages [address, address + bytes) inside cached block `c` that are unmapped
   // (or moved away): `c` is split around them. The backend call is the caller's.
   void unmapped_inside(detail::Block* c, std::uintptr_t address, std::size_t bytes) noexcept;
-  // Unmaps the whole pages inside cached block `c`; returns the bytes unmapped.
-  std::size_t unmap_free_pages(detail::Block* c);
+  // Unmaps the whole pages inside cached block `c` (those below `below` only); returns the
+  // bytes unmapped.
+  std::size_t unmap_free_pages(detail::Block* c,
+                               std::uintptr_t below = std::numeric_limits<std::uintptr_t>::max());
   // Whole free pages [from, to) of a cached block that recycling may take (from the top, so
   // the block keeps its lower part and its pointer stays valid).
   struct FreePages {

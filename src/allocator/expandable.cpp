@@ -269,10 +269,32 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
   }
 }
 
-std::size_t AllocatorCore::unmap_free_pages(Block* c) {
+Block* AllocatorCore::split_unmapped(Block* u, std::uintptr_t at) noexcept {
+  Segment& s = *u->segment;
+  Block* upper = block_recycler_.acquire();  // the caller prepared it
+  upper->address = at;
+  upper->size = u->address + u->size - at;
+  upper->segment = &s;
+  upper->prev = u;
+  upper->next = u->next;
+  if (u->next != nullptr) u->next->prev = upper;
+  u->next = upper;
+  u->size = at - u->address;
+  upper->unmapped = true;
+  upper->requested_size = 0;
+  link_unmapped(s, upper);  // right after u
+  return upper;
+}
+
+void AllocatorCore::join_unmapped(Block* u, Block* upper) noexcept {
+  unlink_unmapped(*u->segment, upper);
+  join_blocks(u, upper);
+}
+
+std::size_t AllocatorCore::unmap_free_pages(Block* c, std::uintptr_t below) {
   const Segment& s = *c->segment;
   const std::uintptr_t from = page_up(s, c->address);
-  const std::uintptr_t to = page_down(s, c->address + c->size);
+  const std::uintptr_t to = std::min(page_down(s, c->address + c->size), below);
   if (from >= to) return 0;
   block_recycler_.prepare(2);
   backend_.unmap_pages(as_pointer(from), to - from, s.page, s.stream);

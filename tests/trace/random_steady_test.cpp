@@ -93,6 +93,27 @@ TEST(RandomSteadyState, NoCreepWithoutPageMovesBelowTheLimit) {
   }
 }
 
+// above_peak and always (pages that move) are not creep-free on every random step: 3 of the
+// first 3,000 random_step() seeds still reserve more from the second iteration on (875, 1115,
+// 1262; docs/benchmarks.md). These crept before placement at the back of a run looked at its
+// address space alone (882: 1.0068 -> 1.0674 with above_peak; 2041: 1.0504 -> 1.0685 with
+// both), and must not again, replayed or called directly.
+TEST(RandomSteadyState, PagesThatMoveNoLongerCreepOnTheStepsThatDid) {
+  for (const char* policy : {"above_peak", "always"}) {
+    for (const std::uint64_t seed : {32U, 153U, 209U, 882U, 2041U, 2745U}) {
+      SCOPED_TRACE(std::string(policy) + ", random_step seed " + std::to_string(seed));
+      const ReplayPlan plan = testing::random_step(seed);
+      const std::string config =
+          std::string("expandable_segments:true,expandable_segments_recycling:") + policy;
+      for (const std::vector<double>& ratios :
+           {bench::memscope_steady_state(plan, config, 10).ratios,
+            bench::memscope_direct_ratios(plan, config, 10)}) {
+        EXPECT_LE(ratios.back(), ratios.front() + 0.0005);
+      }
+    }
+  }
+}
+
 TEST(RandomSteadyState, AtCapacityDefaultRulesFitWherePyTorchsDo) {
   for (const Search& s : searches(300, 100)) {
     for (std::uint64_t seed = 1; seed <= s.seeds; ++seed) {

@@ -419,15 +419,7 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
     decrease(stats_.inactive_split_bytes, small, signed_size(block->size));
   }
   if (detail::should_split(block->size, rounded, small || split_every_remainder_, split_limit_)) {
-    Block* rest = block_recycler_.acquire();
-    rest->address = block->address + rounded;
-    rest->size = block->size - rounded;
-    rest->segment = block->segment;
-    rest->prev = block;
-    rest->next = block->next;
-    if (block->next != nullptr) block->next->prev = rest;
-    block->next = rest;
-    block->size = rounded;
+    Block* rest = split_block_at(block, block->address + rounded);
     rest->cached_at = clock();
     cache_in_bins(rest);
     poison(rest->address, rest->size);  // a fresh segment's remainder was never poisoned
@@ -591,6 +583,19 @@ Block* AllocatorCore::join_blocks(Block* low, Block* high) noexcept {
   if (high->next != nullptr) high->next->prev = low;
   block_recycler_.recycle(high);
   return low;
+}
+
+Block* AllocatorCore::split_block_at(Block* b, std::uintptr_t at) noexcept {
+  Block* upper = block_recycler_.acquire();
+  upper->address = at;
+  upper->size = b->address + b->size - at;
+  upper->segment = b->segment;
+  upper->prev = b;
+  upper->next = b->next;
+  if (b->next != nullptr) b->next->prev = upper;
+  b->next = upper;
+  b->size = at - b->address;
+  return upper;
 }
 
 void AllocatorCore::merge_into_bins(Block* block) noexcept {

@@ -227,6 +227,10 @@ class AllocatorCore {
   // front stays free. nullptr when the memory is not there.
   [[nodiscard]] detail::Block* place_at_back(detail::Block* start, std::size_t run_bytes,
                                              std::size_t rounded);
+  // Splits `b` at `at`, inside it: `b` keeps [b->address, at), and the block returned, new and
+  // linked after it, holds the rest; what either is (cached, unmapped) is the caller's to set.
+  // block_recycler_ must be prepared for one block.
+  [[nodiscard]] detail::Block* split_block_at(detail::Block* b, std::uintptr_t at) noexcept;
   // Splits unmapped block `u` at page boundary `at` (inside it) and returns the upper part, also
   // unmapped, listed after `u`; join_unmapped() undoes it while neither part was mapped.
   // block_recycler_ must be prepared for one block.

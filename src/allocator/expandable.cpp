@@ -223,27 +223,11 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
   Block* head = nullptr;
   Block* tail = nullptr;
   if (address + bytes < end) {
-    tail = block_recycler_.acquire();  // the caller prepared two
-    tail->address = address + bytes;
-    tail->size = end - tail->address;
-    tail->segment = &s;
-    tail->prev = c;
-    tail->next = c->next;
-    if (c->next != nullptr) c->next->prev = tail;
-    c->next = tail;
-    c->size -= tail->size;
+    tail = split_block_at(c, address + bytes);  // the caller prepared two
   }
   Block* mid = c;
   if (address > c->address) {
-    mid = block_recycler_.acquire();
-    mid->address = address;
-    mid->size = bytes;
-    mid->segment = &s;
-    mid->prev = c;
-    mid->next = c->next;
-    if (c->next != nullptr) c->next->prev = mid;
-    c->next = mid;
-    c->size = address - c->address;
+    mid = split_block_at(c, address);
     head = c;
   }
   mid->unmapped = true;
@@ -256,11 +240,7 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
   } else {
     link_unmapped(s, mid);
   }
-  if (mid->next != nullptr && mid->next->unmapped) {
-    Block* q = mid->next;
-    unlink_unmapped(s, q);
-    join_blocks(mid, q);
-  }
+  if (mid->next != nullptr && mid->next->unmapped) join_unmapped(mid, mid->next);
   for (Block* piece : {head, tail}) {
     if (piece == nullptr) continue;
     piece->cached_at = clock();
@@ -270,19 +250,10 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
 }
 
 Block* AllocatorCore::split_unmapped(Block* u, std::uintptr_t at) noexcept {
-  Segment& s = *u->segment;
-  Block* upper = block_recycler_.acquire();  // the caller prepared it
-  upper->address = at;
-  upper->size = u->address + u->size - at;
-  upper->segment = &s;
-  upper->prev = u;
-  upper->next = u->next;
-  if (u->next != nullptr) u->next->prev = upper;
-  u->next = upper;
-  u->size = at - u->address;
+  Block* upper = split_block_at(u, at);  // the caller prepared it
   upper->unmapped = true;
   upper->requested_size = 0;
-  link_unmapped(s, upper);  // right after u
+  link_unmapped(*u->segment, upper);  // right after u
   return upper;
 }
 

@@ -53,15 +53,7 @@ bool back_keeps_more_pages(const Segment& s, std::uintptr_t from, std::size_t by
 // handed out; the front stays cached.
 Block* AllocatorCore::split_off_back(Block* b, std::size_t rounded) {
   count_split(b, -1);
-  Block* back = block_recycler_.acquire();
-  back->address = b->address + b->size - rounded;
-  back->size = rounded;
-  back->segment = b->segment;
-  back->prev = b;
-  back->next = b->next;
-  if (b->next != nullptr) b->next->prev = back;
-  b->next = back;
-  b->size -= rounded;
+  Block* back = split_block_at(b, b->address + b->size - rounded);
   back->cached_at = b->cached_at;
   count_split(b, +1);
   count_split(back, +1);  // hand_out() uncounts it as the cached block it was
@@ -147,8 +139,8 @@ Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::si
   }
   block_recycler_.prepare(1);
   Block* merged = grow_run(s, from, block_at(end - 1), end - from->address);
-  if (merged ==
-      nullptr) {  // at the limit: the split must not leave two unmapped blocks side by side
+  if (merged == nullptr) {
+    // At the limit: the split must not leave two unmapped blocks side by side.
     for (Block* b = start; b != nullptr && b->address < end;) {
       if (b->unmapped && b->next != nullptr && b->next->unmapped) {
         join_unmapped(b, b->next);

@@ -14,7 +14,6 @@ using detail::Segment;
 using detail::signed_size;
 
 namespace {
-constexpr std::size_t kAll = detail::kAllPools;
 // Blocks and segments the recyclers keep across empty_cache(); the rest go back to the system.
 constexpr std::size_t kSpareBlocks = 64;
 #ifdef MEMSCOPE_ASAN
@@ -23,77 +22,18 @@ constexpr bool kAsan = true;
 constexpr bool kAsan = false;
 #endif
 
-// A Stat as kept inside the core (see stats_: `freed` holds the base) as users read it.
-Stat reported(Stat kept) noexcept {
-  kept.freed = kept.allocated - kept.current + kept.freed;
-  return kept;
-}
-
-// An active statistic from its allocated counterpart and the waiting blocks' (see stats_):
-// active rises only when a block is allocated, by the same amount, so the cumulative increase is
-// the allocated one's; it falls when a block is freed without waiting, or stops waiting.
-Stat derive_active(const Stat& allocated, const Stat& waiting, std::int64_t peak_while_waiting) {
-  Stat active;
-  active.current = allocated.current + waiting.current;
-  active.allocated = allocated.allocated;
-  active.freed = allocated.freed - waiting.allocated + waiting.freed;
-  active.peak = std::max(allocated.peak, peak_while_waiting);
-  return active;
-}
-
 }  // namespace
 
-template <class F>
-void AllocatorCore::for_each_kept_stat(F&& f) {
-  for (const StatFamily& family : kStatFamilies) {
-    for (Stat& stat : stats_.*family.member) f(stat);
-  }
-  for (const SingleStat& single : kSingleStats) f(stats_.*single.member);
-  for (StatArray* waiting : {&waiting_, &waiting_bytes_}) {
-    for (Stat& stat : *waiting) f(stat);
-  }
-}
-
 MemoryStats AllocatorCore::stats() const noexcept {
-  MemoryStats out = stats_;
-  for (const StatFamily& family : kStatFamilies) {
-    for (Stat& stat : out.*family.member) stat = reported(stat);
-  }
-  for (const SingleStat& single : kSingleStats) out.*single.member = reported(out.*single.member);
-  for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-    out.active[pool] =
-        derive_active(out.allocation[pool], reported(waiting_[pool]), active_peak_[pool]);
-    out.active_bytes[pool] = derive_active(
-        out.allocated_bytes[pool], reported(waiting_bytes_[pool]), active_bytes_peak_[pool]);
-  }
-  return out;
+  return statistics_.report();
 }
 
 void AllocatorCore::reset_peak_stats() noexcept {
-  stats_.reset_peak();
-  for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-    active_peak_[pool] = stats_.allocation[pool].current + waiting_[pool].current;
-    active_bytes_peak_[pool] = stats_.allocated_bytes[pool].current + waiting_bytes_[pool].current;
-  }
+  statistics_.reset_peaks();
 }
 
 void AllocatorCore::reset_accumulated_stats() noexcept {
-  allocations_before_reset_ = clock();  // the clock runs on
-  stats_.reset_accumulated();           // the num_* counters too
-  for_each_kept_stat([](Stat& stat) {
-    stat.allocated = 0;
-    stat.freed = stat.current;  // the base: freed counts from here
-  });
-}
-
-void AllocatorCore::note_active_peaks(bool small) noexcept {
-  for (const std::size_t pool : {kAll, pool_index(small)}) {
-    active_peak_[pool] =
-        std::max(active_peak_[pool], stats_.allocation[pool].current + waiting_[pool].current);
-    active_bytes_peak_[pool] =
-        std::max(active_bytes_peak_[pool],
-                 stats_.allocated_bytes[pool].current + waiting_bytes_[pool].current);
-  }
+  statistics_.reset_accumulated();
 }
 
 AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
@@ -114,10 +54,10 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
       memory_limit_(config.memory_limit(backend.capacity())),
       rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
                                        config.roundup_power2_divisions.end(),
-                                       [](std::uint32_t d) { return d > 1; })) {
-  stats_.max_split_size = config.max_split_size == AllocatorConfig::kUnlimited
-                              ? -1
-                              : signed_size(config.max_split_size);
+                                       [](std::uint32_t d) { return d > 1; })),
+      statistics_(config.max_split_size),
+      events_(backend),
+      reclaim_(config) {
   if (config.expandable_segments) {
     const std::size_t granularity = backend.page_granularity();
     if (granularity == 0) {
@@ -142,7 +82,7 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
 AllocatorCore::~AllocatorCore() noexcept {
   // Pending stream work may still touch the memory: wait for it before handing segments back.
   synchronize_events();
-  for (const EventId e : spare_events_) backend_.destroy_event(e);
+  events_.destroy_spares();
   while (segments_ != nullptr) {
     Segment* s = segments_;
     segments_ = s->next;
@@ -172,12 +112,6 @@ AllocatorCore::~AllocatorCore() noexcept {
     }
     delete s;
   }
-}
-
-PeakScope::Windows::Values AllocatorCore::peak_counters() const noexcept {
-  return {stats_.allocated_bytes[kAll].current, stats_.reserved_bytes[kAll].current,
-          stats_.allocated_bytes[kAll].current + waiting_bytes_[kAll].current,
-          stats_.requested_bytes[kAll].current};
 }
 
 inline AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
@@ -232,7 +166,7 @@ void AllocatorCore::drop_pools_if_unused(StreamId stream, const StreamPools* kee
 }
 
 void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
-  if (!pending_.empty()) {
+  if (events_.any_pending()) {
     process_events();
     // Expandable segments: a block whose streams are done is cached now, after the front-cached
     // ones, which a hit would take although best fit might find it (it may be lower).
@@ -279,22 +213,24 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     FreeBins& bins = small ? pools.small : pools.large;
     if (places_by_address_) block = place_by_address(pools, small, rounded);
     if (block == nullptr) block = take_cached(bins, rounded);
-    if (block == nullptr && call_free_memory_callbacks()) block = take_cached(bins, rounded);
+    if (block == nullptr && reclaim_.call_free_memory_callbacks()) {
+      block = take_cached(bins, rounded);
+    }
     if (block == nullptr) {
-      if (config_.garbage_collection_threshold > 0.0) garbage_collect();
+      if (reclaim_.collects_garbage()) garbage_collect();
       block = config_.expandable_segments ? allocate_expandable(pools, small, rounded)
                                           : allocate_segment(pools, small, rounded);
     }
   }
   if (block == nullptr) {
-    ++stats_.num_ooms;
+    statistics_.count_oom();
     oom_ = {};
     OutOfMemoryError::Figures& oom = oom_;
     oom.requested = size;
     oom.capacity = backend_.capacity();
     oom.device_free = backend_.free_bytes();
-    oom.allocated = static_cast<std::size_t>(stats_.allocated_bytes[kAll].current);
-    oom.reserved = static_cast<std::size_t>(stats_.reserved_bytes[kAll].current);
+    oom.allocated = static_cast<std::size_t>(statistics_.allocated_bytes());
+    oom.reserved = static_cast<std::size_t>(statistics_.reserved_bytes());
     oom.limit = memory_limit_;
     if (recording_events()) recorder_->record(TraceAction::oom, oom.device_free, size, 0, stream);
     return nullptr;
@@ -315,7 +251,7 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
     enter_tight();  // at the limit: from now on PyTorch's placement (see tight_)
     // Last resort: wait for every stream, hand every cached segment back, and retry.
     release_all_cached();
-    ++stats_.num_alloc_retries;
+    statistics_.count_alloc_retry();
     block = reserve_segment(bytes, pools, small);
   }
   return block;
@@ -385,7 +321,7 @@ Segment* AllocatorCore::add_segment(StreamPools& pools, bool small, void* base,
 
 Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool small) {
   if (size > memory_limit_ ||
-      static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) > memory_limit_ - size) {
+      static_cast<std::size_t>(statistics_.reserved_bytes()) > memory_limit_ - size) {
     return nullptr;
   }
   void* base = backend_.reserve(size);
@@ -396,10 +332,7 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
     recorder_->record(TraceAction::segment_alloc, segment->base, size, size, pools.stream);
   }
 
-  increase(stats_.segment, small, 1);
-  increase(stats_.reserved_bytes, small, signed_size(size));
-  if (size >= config_.max_split_size) stats_.oversize_segments.increase(1);
-  ++stats_.num_device_alloc;
+  statistics_.count_segment(small, size);
   return block;
 }
 
@@ -415,16 +348,14 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
   live_.insert(block->address, block);  // cannot fail: allocate() reserved the slot
   // It was an inactive split block (a fresh segment never is).
   if (block->counts_as_split(split_every_remainder_)) {
-    decrease(stats_.inactive_split, small, 1);
-    decrease(stats_.inactive_split_bytes, small, signed_size(block->size));
+    statistics_.change_split(small, -1, -signed_size(block->size));
   }
   if (detail::should_split(block->size, rounded, small || split_every_remainder_, split_limit_)) {
     Block* rest = split_block_at(block, block->address + rounded);
     rest->cached_at = clock();
     cache_in_bins(rest);
     poison(rest->address, rest->size);  // a fresh segment's remainder was never poisoned
-    increase(stats_.inactive_split, small, 1);
-    increase(stats_.inactive_split_bytes, small, signed_size(rest->size));
+    statistics_.change_split(small, 1, signed_size(rest->size));
   }
   count_allocation(block, requested);
 }
@@ -433,25 +364,9 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
   if (recording_events()) [[unlikely]]
     record_free(*block);
   uncount_allocation(block);
-  if (!block->stream_uses.empty()) {
-    try {
-      for (const StreamId s : block->stream_uses) {
-        const EventId e = acquire_event();
-        pending_.push_back({e, s, block});  // capacity grows before the event is recorded
-        ++block->pending_events;
-        backend_.record_event(e, s);
-      }
-    } catch (...) {
-      // The device could not record the event: the stream may still use the block, so it is
-      // never reused (it stays pending, visible in snapshots) rather than risk corruption.
-      ++block->pending_events;
-    }
-    block->stream_uses.clear();
-    block->unmark_slow_free(Block::kOtherStreams);
-  }
+  events_.record_frees(*block);
   if (block->pending_events > 0) {  // stays active until its streams' events are done
-    increase(waiting_, block->small_pool(), 1);
-    increase(waiting_bytes_, block->small_pool(), signed_size(block->size));
+    statistics_.start_waiting(block->small_pool(), block->size);
     update_off_hot_path();
   }
   // The stream's front-cached blocks of this pool go to its bins first, so that what decides
@@ -626,10 +541,7 @@ void AllocatorCore::merge_into_bins(Block* block) noexcept {
   }
   cache_in_bins(block);
   poison(block->address, block->size);
-  if (split_blocks > 0) increase(stats_.inactive_split, small, split_blocks);
-  if (split_blocks < 0) decrease(stats_.inactive_split, small, -split_blocks);
-  if (split_bytes > 0) increase(stats_.inactive_split_bytes, small, split_bytes);
-  if (split_bytes < 0) decrease(stats_.inactive_split_bytes, small, -split_bytes);
+  statistics_.change_split(small, split_blocks, split_bytes);
 }
 
 void AllocatorCore::release_segment(Block* block) noexcept {
@@ -642,10 +554,7 @@ void AllocatorCore::release_segment(Block* block) noexcept {
   poison(segment->base, segment->size, false);
   backend_.release(reinterpret_cast<void*>(segment->base), segment->size);  // NOLINT
   const bool small = segment->small_pool;
-  decrease(stats_.segment, small, 1);
-  decrease(stats_.reserved_bytes, small, signed_size(segment->size));
-  if (segment->size >= config_.max_split_size) --stats_.oversize_segments.current;
-  ++stats_.num_device_free;
+  statistics_.uncount_segment(small, segment->size);
   if (segment->prev != nullptr) segment->prev->next = segment->next;
   if (segment->next != nullptr) segment->next->prev = segment->prev;
   if (segments_ == segment) segments_ = segment->next;
@@ -664,12 +573,7 @@ void AllocatorCore::record_stream(void* ptr, StreamId stream) {
         "record_stream: the pointer is not a live allocation of this "
         "allocator (freed already, or allocated elsewhere)");
   }
-  if (stream == block->stream()) return;  // its own stream orders the reuse already
-  if (std::find(block->stream_uses.begin(), block->stream_uses.end(), stream) ==
-      block->stream_uses.end()) {
-    block->stream_uses.push_back(stream);
-    block->mark_slow_free(Block::kOtherStreams);
-  }
+  detail::StreamEvents::add_use(*block, stream);
 }
 
 const Block* AllocatorCore::find(const void* ptr) const noexcept {
@@ -681,7 +585,7 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 std::size_t AllocatorCore::empty_cache() {
   const std::size_t released = release_all_cached();
   mapped_high_water_ = mapped_;  // recycling's threshold starts again from what is left
-  if (tight_ && static_cast<std::size_t>(stats_.reserved_bytes[kAll].current) < memory_limit_ / 2) {
+  if (tight_ && static_cast<std::size_t>(statistics_.reserved_bytes()) < memory_limit_ / 2) {
     tight_ = false;  // the front cache is back
     update_off_hot_path();
   }
@@ -691,12 +595,6 @@ std::size_t AllocatorCore::empty_cache() {
   block_recycler_.trim(kSpareBlocks);
   segment_recycler_.trim(kSpareBlocks);
   return released;
-}
-
-bool AllocatorCore::call_free_memory_callbacks() {
-  bool freed = false;
-  for (const auto& callback : free_memory_callbacks_) freed = callback() || freed;
-  return freed;
 }
 
 std::size_t AllocatorCore::release_all_cached() {
@@ -725,44 +623,29 @@ std::size_t AllocatorCore::release_all_cached() {
 }
 
 bool AllocatorCore::release_oversize_cached(StreamPools& pools, std::size_t rounded) {
-  if (config_.max_split_size == AllocatorConfig::kUnlimited) return false;
-  const std::size_t wanted = std::max(rounded, config_.max_split_size);
+  if (!reclaim_.limits_splits()) return false;
   std::vector<Block*> oversize;
-  pools.large.for_each(config_.max_split_size, [&oversize](Block* b) {
+  pools.large.for_each(reclaim_.max_split_size(), [&oversize](Block* b) {
     if (!b->is_split() && !b->segment->expandable) oversize.push_back(b);
   });
-  // One block big enough: release the smallest such.
-  Block* best = nullptr;
-  for (Block* b : oversize) {
-    if (b->size >= wanted && (best == nullptr || b->size < best->size)) best = b;
-  }
-  if (best != nullptr) {
-    release_segment(best);
-    return true;
-  }
-  // Otherwise release the biggest ones until together they make room for the request.
-  std::sort(oversize.begin(), oversize.end(), [](Block* a, Block* b) { return a->size > b->size; });
-  std::size_t released = 0;
-  for (Block* b : oversize) {
-    if (released >= wanted) break;
-    released += b->size;
+  return reclaim_.release_oversize(oversize, rounded, [this](Block* b) {
+    const std::size_t size = b->size;
     release_segment(b);
-  }
-  return released >= wanted;
+    return size;
+  });
 }
 
 void AllocatorCore::garbage_collect() {
-  const auto threshold = static_cast<std::size_t>(config_.garbage_collection_threshold *
-                                                  static_cast<double>(memory_limit_));
-  const auto reserved = static_cast<std::size_t>(stats_.reserved_bytes[kAll].current);
-  if (reserved <= threshold) return;
+  const std::size_t target = reclaim_.garbage_target(
+      static_cast<std::size_t>(statistics_.reserved_bytes()), memory_limit_);
+  if (target == 0) return;
   // Collection frees only large-pool memory. With none of it free (a front-cached block is not
   // allocated either) there is nothing to find, and the walk of every stream below was the cost
   // of each miss above the threshold: 40,000 streams of small blocks took 21 s.
-  constexpr auto kLarge = static_cast<std::size_t>(StatPool::large);
-  if (stats_.reserved_bytes[kLarge].current == stats_.allocated_bytes[kLarge].current) return;
+  if (statistics_.reserved_bytes(StatPool::large) == statistics_.allocated_bytes(StatPool::large)) {
+    return;
+  }
   flush_recent();  // collection looks at every stream's cached blocks (allocate flushed one)
-  const std::size_t target = reserved - threshold;
   // Large cached segments, by age (allocations since they were cached); with expandable
   // segments, large cached blocks with whole pages inside, whose pages are unmapped.
   std::vector<Block*> freeable;
@@ -774,113 +657,52 @@ void AllocatorCore::garbage_collect() {
       }
     });
   }
-  // Release every block at least as old as the average, round after round, until the target is
-  // met: releasing more than needed keeps gc from triggering again on the next miss.
-  std::size_t reclaimed = 0;
-  while (reclaimed < target && !freeable.empty()) {
-    double total_age = 0;
-    for (const Block* b : freeable) total_age += static_cast<double>(clock() - b->cached_at);
-    const double average = total_age / static_cast<double>(freeable.size());
-    const auto old = std::stable_partition(freeable.begin(), freeable.end(), [&](const Block* b) {
-      return static_cast<double>(clock() - b->cached_at) < average;
-    });
-    for (auto it = old; it != freeable.end(); ++it) {
-      if ((*it)->segment->expandable) {
-        reclaimed += unmap_free_pages(*it);  // touches no other cached block
-      } else {
-        reclaimed += (*it)->size;
-        release_segment(*it);
-      }
-    }
-    freeable.erase(old, freeable.end());
-  }
-}
-
-EventId AllocatorCore::acquire_event() {
-  if (!spare_events_.empty()) {
-    const EventId e = spare_events_.back();
-    spare_events_.pop_back();
-    return e;
-  }
-  // Keep room to take every event back without allocating (process_events is noexcept).
-  spare_events_.reserve(pending_.size() + spare_events_.size() + 1);
-  return backend_.create_event();
+  detail::Reclaim::collect(freeable, target, clock(), [this](Block* b) -> std::size_t {
+    if (b->segment->expandable) return unmap_free_pages(b);  // touches no other cached block
+    const std::size_t size = b->size;
+    release_segment(b);
+    return size;
+  });
 }
 
 void AllocatorCore::process_events() noexcept {
-  // Events on one stream complete in order: after the first one that is not done, skip the
-  // stream's later events without asking the backend.
-  std::array<StreamId, 8> blocked{};
-  std::size_t n_blocked = 0;
-  std::size_t kept = 0;
-  for (const PendingEvent& pe : pending_) {
-    const bool stream_blocked =
-        std::find(blocked.begin(), blocked.begin() + static_cast<std::ptrdiff_t>(n_blocked),
-                  pe.stream) != blocked.begin() + static_cast<std::ptrdiff_t>(n_blocked);
-    bool done = false;
-    if (!stream_blocked) {
-      try {
-        done = backend_.query_event(pe.event);
-      } catch (...) {
-        done = false;
-      }
-    }
-    if (!done) {
-      if (!stream_blocked && n_blocked < blocked.size()) blocked[n_blocked++] = pe.stream;
-      pending_[kept++] = pe;
-      continue;
-    }
-    event_done(pe);
-  }
-  pending_.resize(kept);
+  events_.process([this](Block* block) { stop_waiting(block); });
   update_off_hot_path();
 }
 
-void AllocatorCore::event_done(const PendingEvent& pe) noexcept {
-  spare_events_.push_back(pe.event);
-  Block* const block = pe.block;
-  if (--block->pending_events != 0) return;  // other streams' events still to come
+void AllocatorCore::stop_waiting(Block* block) noexcept {
   if (recording_events()) record_completed(*block);
-  decrease(waiting_, block->small_pool(), 1);
-  decrease(waiting_bytes_, block->small_pool(), signed_size(block->size));
+  statistics_.stop_waiting(block->small_pool(), block->size);
   cache_block(block);
 }
 
 void AllocatorCore::synchronize_events() noexcept {
-  ++stats_.num_sync_all_streams;
-  for (const PendingEvent& pe : pending_) {
-    try {
-      backend_.synchronize_event(pe.event);
-    } catch (...) {
-      // A failing device cannot be waited on; the block is handed back as the device is gone.
-    }
-    event_done(pe);
-  }
-  pending_.clear();
+  statistics_.count_sync_all_streams();
+  events_.synchronize([this](Block* block) { stop_waiting(block); });
   update_off_hot_path();
 }
 
 void AllocatorCore::update_hooks() noexcept {
-  hooks_ = (windows_.empty() ? 0U : kHookWindows) |
+  hooks_ = (statistics_.has_windows() ? kHookWindows : 0U) |
            (recorder_ != nullptr && recorder_->wants_frees() ? kHookRecord : 0U);
   update_off_hot_path();
 }
 
 unsigned AllocatorCore::off_hot_path_now() const noexcept {
   // A block can wait with no event pending (recording its event failed), so both are looked at.
-  const bool waiting = !pending_.empty() || waiting_[detail::kAllPools].current != 0;
+  const bool waiting = events_.any_pending() || statistics_.blocks_wait();
   return hooks_ | (waiting ? kOffWaiting : 0U) | (rounds_to_divisions_ ? kOffDivisions : 0U) |
          (waiting && config_.expandable_segments ? kOffWaitingExpandable : 0U) |
          (tight_ ? kOffTight : 0U);
 }
 
 void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {
-  windows_.open(window, peak_counters());
+  statistics_.open_window(window);
   update_hooks();
 }
 
 void AllocatorCore::close_window(PeakScope::Windows::Window& window) noexcept {
-  windows_.close(window);
+  statistics_.close_window(window);
   update_hooks();
 }
 
@@ -895,7 +717,7 @@ void AllocatorCore::stop_recording() noexcept {
 }
 
 void AllocatorCore::after_allocate(const Block& block, std::size_t requested) noexcept {
-  if ((hooks_ & kHookWindows) != 0) windows_.observe(peak_counters());
+  if ((hooks_ & kHookWindows) != 0) statistics_.observe_windows();
   if ((hooks_ & kHookRecord) != 0) {
     // Stacks start at our caller (the allocator's allocate()): the recorder's frames are noise.
     recorder_->record_alloc(block.address, requested, block.size, block.stream(),

@@ -12,11 +12,14 @@
 #include <unordered_map>
 #include <vector>
 
+#include "allocator/allocator_statistics.hpp"
 #include "allocator/block.hpp"
 #include "allocator/free_bins.hpp"
 #include "allocator/pointer_map.hpp"
+#include "allocator/reclaim.hpp"
 #include "allocator/recorder.hpp"
 #include "allocator/recycler.hpp"
+#include "allocator/stream_events.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/config.hpp"
 #include "memscope/errors.hpp"
@@ -50,8 +53,7 @@ class AllocatorCore {
   void record_stream(void* ptr, StreamId stream);
   [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
   [[nodiscard]] std::size_t live_allocations() const noexcept {
-    return static_cast<std::size_t>(
-        stats_.allocation[static_cast<std::size_t>(StatPool::all)].current);
+    return statistics_.live_allocations();
   }
   std::size_t empty_cache();
 
@@ -65,7 +67,7 @@ class AllocatorCore {
   [[nodiscard]] MemoryStats stats() const noexcept;
   void reset_peak_stats() noexcept;
   void reset_accumulated_stats() noexcept;
-  void count_invalid_free() noexcept { ++stats_.num_invalid_frees; }
+  void count_invalid_free() noexcept { statistics_.count_invalid_free(); }
   [[nodiscard]] Snapshot snapshot() const;
   // Checks every invariant of the bookkeeping (listed in core_validate.cpp): segments tiled
   // exactly by their blocks, free bins holding exactly the cached blocks, the pointer map
@@ -74,7 +76,9 @@ class AllocatorCore {
   // and debug builds, never on the hot path of a release build.
   void validate() const;
 
-  [[nodiscard]] const PeakScope::Windows& peak_windows() const noexcept { return windows_; }
+  [[nodiscard]] const PeakScope::Windows& peak_windows() const noexcept {
+    return statistics_.windows();
+  }
   // Peak windows are opened and closed here so the hot path's one test (hooks_) stays true.
   void open_window(PeakScope::Windows::Window& window) noexcept;
   void close_window(PeakScope::Windows::Window& window) noexcept;
@@ -84,10 +88,12 @@ class AllocatorCore {
   void start_recording(const RecordingOptions& options);
   void stop_recording() noexcept;
   [[nodiscard]] const detail::Recorder* recorder() const noexcept { return recorder_.get(); }
-  [[nodiscard]] PeakScope::Windows::Values peak_counters() const noexcept;
+  [[nodiscard]] PeakScope::Windows::Values peak_counters() const noexcept {
+    return statistics_.peak_counters();
+  }
 
   void add_free_memory_callback(std::function<bool()> callback) {
-    free_memory_callbacks_.push_back(std::move(callback));
+    reclaim_.add_free_memory_callback(std::move(callback));
   }
   [[nodiscard]] std::size_t memory_limit() const noexcept { return memory_limit_; }
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
@@ -104,11 +110,6 @@ class AllocatorCore {
     // expandable_segments: the stream's growable segment of each pool, once it has one.
     detail::Segment* expandable_small = nullptr;
     detail::Segment* expandable_large = nullptr;
-  };
-  struct PendingEvent {
-    EventId event;
-    StreamId stream{};
-    detail::Block* block;
   };
 
   [[nodiscard]] StreamPools& pools_for(StreamId stream);   // inline: the last used, or ...
@@ -132,14 +133,9 @@ class AllocatorCore {
   // The part of hand_out() a recent block needs: allocated, with its statistics.
   [[gnu::always_inline]] inline void count_allocation(detail::Block* block,
                                                       std::size_t requested) noexcept;
-  // count_allocation() when no block waits (so active's peak is allocation's: see waiting_).
+  // count_allocation() when no block waits (so active's peak is allocation's).
   [[gnu::always_inline]] inline void count_allocation_while_none_waits(
       detail::Block* block, std::size_t requested) noexcept;
-  // An allocation while blocks wait: active may pass allocation's peak (see waiting_).
-  [[gnu::cold, gnu::noinline]] void note_active_peaks(bool small) noexcept;
-  // Calls f(Stat&) on every Stat the core keeps: stats_ (families, single ones) and waiting_*.
-  template <class F>
-  void for_each_kept_stat(F&& f);
   void cache_block(detail::Block* block) noexcept;  // active -> cached, merging neighbours
   // Inactive (recent, or active after its statistics were counted) -> cached: merges it with
   // cached neighbours into the bins, counting only inactive_split.
@@ -311,18 +307,18 @@ class AllocatorCore {
   [[nodiscard]] static std::uintptr_t page_up(const detail::Segment& s, std::uintptr_t address);
   [[nodiscard]] static std::uintptr_t page_down(const detail::Segment& s, std::uintptr_t address);
 
-  bool call_free_memory_callbacks();
+  // Garbage collection and release at the limit: the candidates, released as reclaim_ says.
   void garbage_collect();
   bool release_oversize_cached(StreamPools& pools, std::size_t rounded);
   // Waits for every stream, releases every cached whole segment (and unmaps the free pages of
   // expandable ones), then drops the pools of streams left without segments but last_pools_.
   std::size_t release_all_cached();
+  // The blocks whose streams' events are done are cached: those done now (process_events),
+  // or all after waiting for every stream (synchronize_events).
   void process_events() noexcept;
   void synchronize_events() noexcept;
-  // One of a waiting block's events is done (its EventId goes back to the spares); after its
-  // last one the block stops waiting and is cached.
-  void event_done(const PendingEvent& pe) noexcept;
-  [[nodiscard]] EventId acquire_event();
+  // A waiting block's last event is done: it stops waiting and is cached.
+  void stop_waiting(detail::Block* block) noexcept;
   // Work that most calls skip, behind one test of hooks_ on the hot path: peak windows to
   // update after an allocation, events to record. Out of line, so the hot path stays small.
   enum Hook : unsigned { kHookWindows = 1U, kHookRecord = 2U };
@@ -369,14 +365,6 @@ class AllocatorCore {
   // setting, and for backends whose memory the CPU cannot address.
   void poison(std::uintptr_t address, std::size_t size, bool on = true) const noexcept;
 
-  // Per-pool statistics updates: `small` selects small_pool or large_pool besides all.
-  // decrease() changes `current` only (see stats_).
-  static void increase(StatArray& stat, bool small, std::int64_t amount) noexcept;
-  static void decrease(StatArray& stat, bool small, std::int64_t amount) noexcept;
-  // The same by the pool's index (Block::stat_pool()), for the hot path.
-  static void increase_in(StatArray& stat, std::size_t pool, std::int64_t amount) noexcept;
-  static void decrease_in(StatArray& stat, std::size_t pool, std::int64_t amount) noexcept;
-
   friend class AllocatorCoreTestAccess;  // tests/allocator/validate_test.cpp breaks invariants
 
   Backend& backend_;
@@ -388,36 +376,15 @@ class AllocatorCore {
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
-  // Every Stat here keeps in `freed` not the cumulative decrease but the value `current` had at
-  // the last reset_accumulated_stats() (0 before): freed = allocated - current + that, which
-  // stats() computes, so no decrease writes a second counter.
-  // Every statistic but active and active_bytes, which stats() derives: a block is active from
-  // its allocation until it is cached, so active = allocation + waiting, where waiting counts
-  // the blocks the caller freed whose streams' events are not done yet. The hot path, where
-  // nothing waits, then updates neither active statistic (docs/design.md, "Hot path").
-  MemoryStats stats_;
-  OutOfMemoryError::Figures oom_;  // see oom_figures()
-  StatArray waiting_;              // blocks (count)
-  StatArray waiting_bytes_;        // their sizes
-  // active's and active_bytes' peaks reached while blocks waited (else active == allocation,
-  // whose own peak covers it), or their value at the last reset_peak_stats().
-  std::array<std::int64_t, kStatPools> active_peak_{};
-  std::array<std::int64_t, kStatPools> active_bytes_peak_{};
-  PeakScope::Windows windows_;
+  detail::AllocatorStatistics statistics_;  // the figures stats() reports, and peak windows
+  OutOfMemoryError::Figures oom_;           // see oom_figures()
   unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
   // Why calls leave the hot path, in one word that reuse() and file_if_hot() test with one
   // instruction: hooks_' bits and the OffHotPath ones (update_off_hot_path() keeps it).
   unsigned off_hot_path_ = 0;
   std::unique_ptr<detail::Recorder> recorder_;
-  // The allocator's clock, which ages cached blocks for gc: allocations made so far. Derived
-  // from allocation's cumulative count (so the hot path ticks nothing more), which
-  // reset_accumulated_stats() zeroes: what it had is kept here.
-  [[nodiscard]] std::uint64_t clock() const noexcept {
-    return allocations_before_reset_ +
-           static_cast<std::uint64_t>(
-               stats_.allocation[static_cast<std::size_t>(StatPool::all)].allocated);
-  }
-  std::uint64_t allocations_before_reset_ = 0;
+  // The allocator's clock, which ages cached blocks for gc: allocations made so far.
+  [[nodiscard]] std::uint64_t clock() const noexcept { return statistics_.clock(); }
   // expandable_segments: pages of each pool, the bytes mapped in all segments, and their most
   // since the last empty_cache() (the above_peak recycling policy's threshold).
   std::size_t small_page_ = 0;
@@ -449,9 +416,8 @@ class AllocatorCore {
   detail::Segment* segments_ = nullptr;
   detail::Recycler<detail::Block> block_recycler_;
   detail::Recycler<detail::Segment> segment_recycler_;
-  std::vector<PendingEvent> pending_;
-  std::vector<EventId> spare_events_;
-  std::vector<std::function<bool()>> free_memory_callbacks_;
+  detail::StreamEvents events_;  // blocks freed while other streams may use them
+  detail::Reclaim reclaim_;      // what the miss path gives back, and when
 };
 
 }  // namespace memscope

@@ -25,38 +25,6 @@
 #endif
 
 namespace memscope {
-namespace detail {
-
-inline constexpr std::size_t kAllPools = static_cast<std::size_t>(StatPool::all);
-[[nodiscard]] inline std::size_t pool_index(bool small) noexcept {
-  return static_cast<std::size_t>(small ? StatPool::small : StatPool::large);
-}
-[[nodiscard]] inline std::int64_t signed_size(std::size_t n) noexcept {
-  return static_cast<std::int64_t>(n);
-}
-
-}  // namespace detail
-
-inline void AllocatorCore::increase_in(StatArray& stat, std::size_t pool,
-                                       std::int64_t amount) noexcept {
-  stat[detail::kAllPools].increase(amount);
-  stat[pool].increase(amount);
-}
-
-inline void AllocatorCore::decrease_in(StatArray& stat, std::size_t pool,
-                                       std::int64_t amount) noexcept {
-  stat[detail::kAllPools].current -= amount;  // freed is derived (see stats_)
-  stat[pool].current -= amount;
-}
-
-inline void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  increase_in(stat, detail::pool_index(small), amount);
-}
-
-inline void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  decrease_in(stat, detail::pool_index(small), amount);
-}
-
 inline void AllocatorCore::poison(std::uintptr_t address, std::size_t size,
                                   bool on) const noexcept {
 #ifdef MEMSCOPE_ASAN
@@ -112,8 +80,8 @@ inline void* AllocatorCore::reuse_recent(detail::Block* block, std::size_t size)
 inline void AllocatorCore::count_allocation(detail::Block* block, std::size_t requested) noexcept {
   count_allocation_while_none_waits(block, requested);
   // Active rose with allocation; only while blocks wait can it pass allocation's peak.
-  if (waiting_[detail::kAllPools].current != 0) [[unlikely]]
-    note_active_peaks(block->small_pool());
+  if (statistics_.blocks_wait()) [[unlikely]]
+    statistics_.note_active_peaks(block->small_pool());
 }
 
 inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* block,
@@ -122,10 +90,7 @@ inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* bloc
   poison(block->address, block->size, false);
   block->use.allocated = true;
   block->requested_size = requested;
-  increase_in(stats_.allocation, pool, 1);
-  increase_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
-  increase_in(stats_.requested_bytes, pool, detail::signed_size(requested));
-  if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+  statistics_.count_allocation(pool, block->size, requested);
 }
 
 inline bool AllocatorCore::deallocate(void* ptr) noexcept {
@@ -180,9 +145,7 @@ inline bool AllocatorCore::keeps_placement(const detail::Block* block) noexcept 
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
   const std::size_t pool = block->stat_pool();
   block->use.allocated = false;
-  decrease_in(stats_.allocation, pool, 1);
-  decrease_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
-  if (block->size >= config_.max_split_size) --stats_.oversize_allocations.current;
+  statistics_.uncount_allocation(pool, block->size);
 }
 
 inline void AllocatorCore::file_recent(detail::Block* block, detail::RecentFrees& recent) noexcept {
@@ -205,8 +168,7 @@ inline detail::Block* AllocatorCore::take_newest_recent(detail::RecentFrees& rec
 }
 
 inline void AllocatorCore::uncount_active(const detail::Block* block) noexcept {
-  decrease_in(stats_.requested_bytes, block->stat_pool(),
-              detail::signed_size(block->requested_size));
+  statistics_.uncount_requested(block->stat_pool(), block->requested_size);
 }
 
 }  // namespace memscope

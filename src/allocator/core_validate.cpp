@@ -35,6 +35,7 @@
 #include <fmt/format.h>
 
 #include "allocator/allocator_core.hpp"
+#include "allocator/invariant.hpp"
 #include "allocator/size_rules.hpp"
 
 namespace memscope {
@@ -45,22 +46,10 @@ using detail::Segment;
 namespace {
 
 [[noreturn]] void broken(const char* invariant, const std::string& what) {
-  throw InternalError(fmt::format("memscope: allocator invariant '{}' broken: {}", invariant, what),
-                      invariant);
+  detail::broken_invariant(invariant, what);
 }
 
-std::string describe(const Block* b) {
-  if (b == nullptr) return "(no block)";
-  return fmt::format("block {:#x} of {} bytes{}{}{}{} in segment {:#x}", b->address, b->size,
-                     b->use.allocated ? ", allocated" : "", b->cached ? ", cached" : "",
-                     b->recent ? ", recent" : "", b->unmapped ? ", unmapped" : "",
-                     b->segment != nullptr ? b->segment->base : 0);
-}
-
-std::string describe(const Segment* s) {
-  return fmt::format("segment {:#x} of {} bytes ({} pool, stream {})", s->base, s->size,
-                     s->small_pool ? "small" : "large", s->stream);
-}
+using detail::describe;
 
 }  // namespace
 
@@ -301,13 +290,9 @@ void AllocatorCore::validate() const {
                                 ? ": cached but missing from the bins (or listed twice)"
                                 : ": in the bins but not a cached block of a live segment"));
   }
-  if (!pending_.empty()) std::sort(all.begin(), all.end());
-  for (const PendingEvent& pe : pending_) {
-    if (!std::binary_search(all.begin(), all.end(), pe.block) || pe.block->use.allocated ||
-        pe.block->cached || pe.block->pending_events == 0) {
-      broken("pending",
-             "a stream event waits for " + describe(pe.block) + ", which is not pending");
-    }
+  if (events_.any_pending()) {
+    std::sort(all.begin(), all.end());
+    events_.check(all);
   }
 
   // Statistics: the snapshot's rebuild is the reference (the same one users compare with).
@@ -321,28 +306,9 @@ void AllocatorCore::validate() const {
       expected.inactive_split_bytes[i].current -= static_cast<std::int64_t>(b->size);
     }
   }
-  // `pool` is "" for statistics kept once.
-  const auto check = [](std::string_view name, std::string_view pool, const Stat& live,
-                        std::int64_t want) {
-    const std::string_view dot = pool.empty() ? "" : ".";
-    if (live.current != want) {
-      broken("statistics", fmt::format("{}{}{}.current is {}, the blocks say {}", name, dot, pool,
-                                       live.current, want));
-    }
-    if (live.current < 0 || live.current > live.peak) {
-      broken("statistics", fmt::format("{}{}{}: current {} is negative or above peak {}", name, dot,
-                                       pool, live.current, live.peak));
-    }
-  };
-  const MemoryStats live = stats();  // active ones derived from allocation's and waiting_
-  for (const StatFamily& family : kStatFamilies) {
-    for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-      check(family.name, kStatPoolNames[pool], (live.*family.member)[pool],
-            (expected.*family.member)[pool].current);
-    }
-  }
-  check("oversize_allocations", "", live.oversize_allocations, oversize_allocations);
-  check("oversize_segments", "", live.oversize_segments, oversize_segments);
+  expected.oversize_allocations.current = oversize_allocations;
+  expected.oversize_segments.current = oversize_segments;
+  statistics_.check(expected);
 
   if (tight_ && !recent.empty()) {
     broken("recent", fmt::format("{} recent blocks, but at capacity (tight_) every free goes to "

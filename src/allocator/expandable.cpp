@@ -90,22 +90,14 @@ std::uintptr_t AllocatorCore::page_down(const Segment& s, std::uintptr_t address
 void AllocatorCore::count_split(const Block* b, int sign) noexcept {
   if (!b->shares_mapped_range()) return;
   const bool small = b->segment->small_pool;
-  if (sign > 0) {
-    increase(stats_.inactive_split, small, 1);
-    increase(stats_.inactive_split_bytes, small, signed_size(b->size));
-  } else {
-    decrease(stats_.inactive_split, small, 1);
-    decrease(stats_.inactive_split_bytes, small, signed_size(b->size));
-  }
+  statistics_.change_split(small, sign > 0 ? 1 : -1,
+                           sign > 0 ? signed_size(b->size) : -signed_size(b->size));
 }
 
 void AllocatorCore::count_mapped(Segment* segment, std::int64_t bytes,
                                  std::int64_t ranges) noexcept {
   const bool small = segment->small_pool;
-  if (bytes > 0) increase(stats_.reserved_bytes, small, bytes);
-  if (bytes < 0) decrease(stats_.reserved_bytes, small, -bytes);
-  if (ranges > 0) increase(stats_.segment, small, ranges);
-  if (ranges < 0) decrease(stats_.segment, small, -ranges);
+  statistics_.change_mapped(small, bytes, ranges);
   segment->mapped_bytes = static_cast<std::size_t>(signed_size(segment->mapped_bytes) + bytes);
   mapped_ = static_cast<std::size_t>(signed_size(mapped_) + bytes);
   mapped_high_water_ = std::max(mapped_high_water_, mapped_);
@@ -131,7 +123,7 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   // grows on in another.
   constexpr std::size_t kFullRanges = 64;
   const std::size_t limit = std::min(memory_limit_, std::size_t{1} << 50);
-  const auto ranges = static_cast<std::size_t>(stats_.segment[detail::kAllPools].current);
+  const auto ranges = static_cast<std::size_t>(statistics_.segments());
   std::size_t size = round_up(ranges < kFullRanges ? limit : limit / ranges, page);
   size = std::max(size, need);
   if (need > round_up(limit, page)) return nullptr;
@@ -269,7 +261,7 @@ std::size_t AllocatorCore::unmap_free_pages(Block* c, std::uintptr_t below) {
   if (from >= to) return 0;
   block_recycler_.prepare(2);
   backend_.unmap_pages(as_pointer(from), to - from, s.page, s.stream);
-  ++stats_.num_device_free;
+  statistics_.count_device_free();
   record_mapping(TraceAction::segment_unmap, from, to - from, s.stream);
   poison(from, to - from, false);  // a later mapping is judged afresh
   unmapped_inside(c, from, to - from);
@@ -350,15 +342,15 @@ std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes,
       block_recycler_.prepare(3);
       if (!backend_.move_pages(as_pointer(from), as_pointer(to), chunk, page, stream)) {
         backend_.unmap_pages(as_pointer(from), chunk, page, stream);
-        ++stats_.num_device_free;
+        statistics_.count_device_free();
         record_mapping(TraceAction::segment_unmap, from, chunk, stream);
         unmapped_inside(src.block, from, chunk);
         if (!backend_.map_pages(as_pointer(to), chunk, page)) return moved;
-        ++stats_.num_device_alloc;
+        statistics_.count_device_alloc();
         record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
       } else {
-        ++stats_.num_device_free;
-        ++stats_.num_device_alloc;
+        statistics_.count_device_free();
+        statistics_.count_device_alloc();
         record_mapping(TraceAction::segment_unmap, from, chunk, stream);
         record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
         unmapped_inside(src.block, from, chunk);
@@ -498,7 +490,7 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
     if (mapped_ + want > memory_limit_) return nullptr;
     block_recycler_.prepare(1);
     if (!backend_.map_pages(as_pointer(u->address), want, page)) return nullptr;
-    ++stats_.num_device_alloc;
+    statistics_.count_device_alloc();
     record_mapping(TraceAction::segment_map, u->address, want, s->stream);
     merged = map_front(u, want);
   }
@@ -531,7 +523,7 @@ Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::s
   if (block == nullptr) {
     // Last resort, as with fixed segments: wait for every stream, unmap every free page, retry.
     release_all_cached();
-    ++stats_.num_alloc_retries;
+    statistics_.count_alloc_retry();
     block = grow(pools, small, rounded);
   }
   return block;

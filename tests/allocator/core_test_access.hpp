@@ -12,8 +12,8 @@ namespace memscope {
 
 class AllocatorCoreTestAccess {
  public:
-  static MemoryStats& stats(AllocatorCore& core) { return core.stats_; }
-  static StatArray& waiting(AllocatorCore& core) { return core.waiting_; }
+  static MemoryStats& stats(AllocatorCore& core) { return core.statistics_.kept_; }
+  static StatArray& waiting(AllocatorCore& core) { return core.statistics_.waiting_; }
   static unsigned& off_hot_path(AllocatorCore& core) { return core.off_hot_path_; }
   static detail::PointerMap& live(AllocatorCore& core) { return core.live_; }
   static detail::Block* block(AllocatorCore& core, const void* ptr) {

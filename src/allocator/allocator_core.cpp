@@ -191,9 +191,11 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     // sees cached blocks, not unmapped ones, so its answer depended on what was mapped, and 3
     // of 3,000 random steps reserved more from their second iteration on.
     if (pools.recent.count != 0) {
-      if (Block* recent = take_newest_recent(pools.recent, rounded)) {
+      if (Block* recent = detail::FrontCache::take_newest(pools.recent, rounded)) {
         flush_recent_into(pools.recent, *recent->segment->bins);
-        if (!places_by_address_ && keeps_placement(recent)) return reuse_recent(recent, size);
+        if (!places_by_address_ && detail::FrontCache::keeps_placement(recent)) {
+          return reuse_recent(recent, size);
+        }
         flush_recent_block(recent);
       }
     }
@@ -248,7 +250,7 @@ Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size
     block = reserve_segment(bytes, pools, small);
   }
   if (block == nullptr) {
-    enter_tight();  // at the limit: from now on PyTorch's placement (see tight_)
+    enter_tight();  // at the limit: from now on PyTorch's placement (see enter_tight)
     // Last resort: wait for every stream, hand every cached segment back, and retry.
     release_all_cached();
     statistics_.count_alloc_retry();
@@ -337,8 +339,8 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
 }
 
 void AllocatorCore::enter_tight() noexcept {
-  if (tight_ || config_.expandable_segments) return;
-  tight_ = true;
+  if (front_cache_.bypassed() || config_.expandable_segments) return;
+  front_cache_.bypass(true);
   flush_recent();  // every stream's: from now on frees go to the bins
   update_off_hot_path();
 }
@@ -376,9 +378,10 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
   // PyTorch's expandable rules' 1.0017: the hit took the newer of two freed blocks of one size).
   // The other pool's stay: they are no neighbours, and no fit for this block's size.
   flush_recent_into(*block->segment->recent, *block->segment->bins);
-  if (block->pending_events == 0 && !tight_ &&
-      (!split_every_remainder_ || ((off_hot_path_ & kOffWaiting) == 0 && keeps_placement(block))) &&
-      front_cache_keeps_placement(block)) {
+  if (block->pending_events == 0 && !front_cache_.bypassed() &&
+      (!split_every_remainder_ ||
+       ((off_hot_path_ & kOffWaiting) == 0 && detail::FrontCache::keeps_placement(block))) &&
+      detail::FrontCache::keeps_fixed_placement(block)) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
   }
@@ -388,50 +391,13 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
 
 void AllocatorCore::cache_in_bins(Block* block) noexcept {
   FreeBins& bins = *block->segment->bins;
-  // Fixed segments (expandable ones keep placement through their FrontCacheRoom): the block
-  // before it, and, when the bins held one block, the block before that one, which
-  // front_cache_keeps_placement() let off while best fit had nothing else to pick.
-  if (!block->segment->expandable) {
-    if (block->prev != nullptr) block->prev->mark_slow_free(Block::kNextCached);
-    if (block->next != nullptr) block->next->mark_slow_free(Block::kPrevCached);
-    if (const Block* only = bins.only_block(); only != nullptr && only->prev != nullptr) {
-      only->prev->mark_slow_free(Block::kNextCached);
-    }
-  }
+  detail::FrontCache::mark_neighbours(block, bins);
   bins.insert(block);
-}
-
-bool AllocatorCore::front_cache_keeps_placement(Block* block) noexcept {
-  const auto marks =
-      static_cast<std::uint8_t>(block->use.slow_free & (Block::kNextCached | Block::kPrevCached));
-  if (marks == 0) return true;
-  // Its previous neighbour cached: best fit splits the merged block at that neighbour's lower
-  // address, where PyTorch's rules place the next allocation of this size (cs336-medium ctx128
-  // at capacity: a 2 MiB block taken back above a cached 4 MiB one left a 20 MiB segment
-  // holding a live block that PyTorch's rules had left free to release).
-  if (block->prev != nullptr && block->prev->cached) return false;
-  if ((marks & Block::kNextCached) == 0) {
-    block->unmark_slow_free(Block::kPrevCached);
-    return true;
-  }
-  // Its next neighbour cached beside other cached blocks: best fit merges the two and may find
-  // a better fit among the others, placing the allocation elsewhere (octree-nca2d and cs336-xl
-  // bf16 reserved more than PyTorch's rules). To the bins, then, where it merges.
-  // With that block alone in the bins, best fit would split the merged block where the hit
-  // takes it: the reason is gone until FreeBins caches a second block (mark_next_cached).
-  const Block* next = block->next;
-  if (next != nullptr && next->cached && block->segment->bins->count() != 1) return false;
-  block->unmark_slow_free(marks);
-  return true;
 }
 
 void AllocatorCore::keep_recent(Block* block) noexcept {
   detail::RecentFrees& recent = *block->segment->recent;
-  if (recent.count == recent.blocks.size()) {  // the oldest goes to the bins
-    flush_recent_block(recent.blocks[0]);
-    std::copy(recent.blocks.begin() + 1, recent.blocks.end(), recent.blocks.begin());
-    --recent.count;
-  }
+  if (Block* oldest = detail::FrontCache::make_room(recent)) flush_recent_block(oldest);
   file_recent(block, recent);
 }
 
@@ -440,22 +406,12 @@ void AllocatorCore::flush_recent() noexcept {
 }
 
 void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
-  for (std::size_t i = 0; i < recent.count; ++i) flush_recent_block(recent.blocks[i]);
-  recent.count = 0;
+  detail::FrontCache::flush(recent, [this](Block* b) { flush_recent_block(b); });
 }
 
 void AllocatorCore::flush_recent_into(detail::RecentFrees& recent,
                                       const detail::FreeBins& bins) noexcept {
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < recent.count; ++i) {
-    Block* b = recent.blocks[i];
-    if (b->segment->bins == &bins) {
-      flush_recent_block(b);
-    } else {
-      recent.blocks[kept++] = b;
-    }
-  }
-  recent.count = kept;
+  detail::FrontCache::flush_into(recent, bins, [this](Block* b) { flush_recent_block(b); });
 }
 
 bool AllocatorCore::has_recent() const noexcept {
@@ -585,8 +541,9 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 std::size_t AllocatorCore::empty_cache() {
   const std::size_t released = release_all_cached();
   mapped_high_water_ = mapped_;  // recycling's threshold starts again from what is left
-  if (tight_ && static_cast<std::size_t>(statistics_.reserved_bytes()) < memory_limit_ / 2) {
-    tight_ = false;  // the front cache is back
+  if (front_cache_.bypassed() &&
+      static_cast<std::size_t>(statistics_.reserved_bytes()) < memory_limit_ / 2) {
+    front_cache_.bypass(false);  // the front cache is back
     update_off_hot_path();
   }
   if (recording_events()) {
@@ -693,7 +650,7 @@ unsigned AllocatorCore::off_hot_path_now() const noexcept {
   const bool waiting = events_.any_pending() || statistics_.blocks_wait();
   return hooks_ | (waiting ? kOffWaiting : 0U) | (rounds_to_divisions_ ? kOffDivisions : 0U) |
          (waiting && config_.expandable_segments ? kOffWaitingExpandable : 0U) |
-         (tight_ ? kOffTight : 0U);
+         (front_cache_.bypassed() ? kOffTight : 0U);
 }
 
 void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {

@@ -15,6 +15,7 @@
 #include "allocator/allocator_statistics.hpp"
 #include "allocator/block.hpp"
 #include "allocator/free_bins.hpp"
+#include "allocator/front_cache.hpp"
 #include "allocator/pointer_map.hpp"
 #include "allocator/reclaim.hpp"
 #include "allocator/recorder.hpp"
@@ -159,29 +160,10 @@ class AllocatorCore {
   // Freed without stream uses: active -> recent (the front cache), evicting the oldest recent
   // block of its stream into the bins when the list is full.
   void keep_recent(detail::Block* block) noexcept;
-  // Whether `block`, front-cached, may serve the next allocation of its size where best fit
-  // would put it. Asked at the free with expandable segments, and by allocate_slow() before a
-  // hit with both kinds (the hot path cannot ask). Merged at free, then found by best fit, it would
-  // go back to the same address when no free or recent block lies below it (the merge would start
-  // lower) and either an active block or the segment's end follows it (merging changes nothing, and
-  // best fit takes the lowest of equal blocks) or the pool's bins would hold the merged block alone
-  // (a free block or unmapped space after it: best fit finds it, tail or not). Refusing the
-  // rest keeps placement PyTorch's on the corpus: taking every such block back made the 3-D
-  // cellular automaton reserve 1.2982 instead of 1.1579 of its live peak.
-  [[nodiscard]] static bool keeps_placement(const detail::Block* block) noexcept;
-  // Fixed segments: whether a freed block marked kNextCached or kPrevCached may still enter the
-  // front cache, that is whether best fit, merging it with its cached neighbours, would place the
-  // next allocation of its size where a hit would (never with a cached previous neighbour);
-  // clears the marks when the reasons are gone.
-  [[nodiscard]] static bool front_cache_keeps_placement(detail::Block* block) noexcept;
-  // Into its segment's bins (a fixed segment's after the split or merge), marking the blocks
-  // whose next neighbour is then cached beside another cached block kNextCached, and the block
-  // after it kPrevCached.
+  // Into its segment's bins (a fixed segment's after the split or merge), marking the
+  // neighbours whose frees must then ask the front cache (FrontCache::mark_neighbours).
   static void cache_in_bins(detail::Block* block) noexcept;
-  // The newest recent block, taken out of the list, when it is of exactly `rounded` bytes; else
-  // nullptr. The list must not be empty.
-  [[nodiscard]] static detail::Block* take_newest_recent(detail::RecentFrees& recent,
-                                                         std::size_t rounded) noexcept;
+  // A recent block out of the front cache (already out of its list) and merged into its bins.
   void flush_recent_block(detail::Block* block) noexcept;
   // One stream's front cache into its bins (flush_recent() does every stream's).
   void flush_recent_of(detail::RecentFrees& recent) noexcept;
@@ -325,9 +307,9 @@ class AllocatorCore {
   // Besides hooks: events are pending or blocks wait for them (the hot path would have to look
   // at them first); sizes round to divisions; blocks wait with expandable segments on (a free
   // then leaves the hot path: caching them later could change what best fit finds); at
-  // capacity (tight_): the front cache is bypassed. Expandable segments' placement needs no
-  // bit: the segment's FrontCacheRoom, which file_if_hot() tests anyway, says when a free keeps
-  // it.
+  // capacity (FrontCache::bypassed()): the front cache is bypassed. Expandable segments' placement
+  // needs no bit: the segment's FrontCacheRoom, which file_if_hot() tests anyway, says when a free
+  // keeps it.
   enum OffHotPath : unsigned {
     kOffWaiting = 4U,
     kOffDivisions = 8U,
@@ -347,7 +329,6 @@ class AllocatorCore {
   // jobs, then paid 600-800 instructions per hit pair instead of 149. Set by allocate_segment()
   // before its release-and-retry, cleared by empty_cache() below half the limit.
   void enter_tight() noexcept;
-  bool tight_ = false;
   [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path_ must be
   void update_off_hot_path() noexcept { off_hot_path_ = off_hot_path_now(); }
   void update_hooks() noexcept;
@@ -377,6 +358,7 @@ class AllocatorCore {
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
   detail::AllocatorStatistics statistics_;  // the figures stats() reports, and peak windows
+  detail::FrontCache front_cache_;          // the per-stream recent blocks' rules
   OutOfMemoryError::Figures oom_;           // see oom_figures()
   unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
   // Why calls leave the hot path, in one word that reuse() and file_if_hot() test with one

@@ -61,7 +61,8 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
       [[unlikely]] {
     return nullptr;
   }
-  detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
+  detail::Block* const block =
+      detail::FrontCache::take_newest(pools->recent, detail::round_size_plain(size));
   if (block == nullptr) return nullptr;
   count_allocation_while_none_waits(block, size);
   // No block lies at address 0. Telling the compiler lets it drop the caller's test of the
@@ -127,21 +128,6 @@ inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
   return false;
 }
 
-inline bool AllocatorCore::keeps_placement(const detail::Block* block) noexcept {
-  const detail::Block* prev = block->prev;
-  if (prev != nullptr && (prev->cached || prev->recent)) return false;
-  const detail::Block* next = block->next;
-  if (next == nullptr) return true;
-  if (next->recent) return false;
-  // Free space after it: the bins must hold that alone (a cached block), or nothing.
-  if (next->cached) return block->segment->bins->count() == 1;
-  if (next->unmapped) return block->segment->bins->count() == 0;
-  // Best fit takes the lowest address among equal sizes: not this block if the bins hold one
-  // of its size below it.
-  const detail::Block* fit = block->segment->bins->best_fit_lowest(block->size);
-  return fit == nullptr || fit->size != block->size || fit->address > block->address;
-}
-
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
   const std::size_t pool = block->stat_pool();
   block->use.allocated = false;
@@ -149,22 +135,9 @@ inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
 }
 
 inline void AllocatorCore::file_recent(detail::Block* block, detail::RecentFrees& recent) noexcept {
-  // inactive_split is counted when the block is merged into the bins (flush_recent_block), as
-  // if it had been then; a block reused from here was never merged and never counted.
   uncount_active(block);
-  block->requested_size = 0;
-  block->recent = true;
-  recent.blocks[recent.count++] = block;
+  detail::FrontCache::file(block, recent);
   poison(block->address, block->size);
-}
-
-inline detail::Block* AllocatorCore::take_newest_recent(detail::RecentFrees& recent,
-                                                        std::size_t rounded) noexcept {
-  detail::Block* const newest = recent.blocks[recent.count - 1];
-  if (newest->size != rounded) return nullptr;
-  --recent.count;
-  newest->recent = false;
-  return newest;
 }
 
 inline void AllocatorCore::uncount_active(const detail::Block* block) noexcept {

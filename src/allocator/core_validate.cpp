@@ -22,7 +22,7 @@
 //   pointer-map  the pointer map holds exactly the allocated and recent blocks, each under its
 //                address
 //   recent       each stream's RecentFrees lists exactly its recent blocks, once each, and the
-//                allocator's count of them is their number; none at capacity (tight_)
+//                allocator's count of them is their number; none at capacity (FrontCache::bypassed)
 //   pending      every pending stream event refers to a pending block of a live segment
 //   statistics   every current value equals what the blocks say (Snapshot::totals of the
 //                layout, the oversize counts), is not negative and is not above its peak
@@ -253,17 +253,7 @@ void AllocatorCore::validate() const {
   check_page_donors();
   std::vector<const Block*> listed_recent;
   for (const auto& [stream, pools] : pools_) {
-    const detail::RecentFrees& list = pools->recent;
-    if (list.count > list.blocks.size()) {
-      broken("recent", fmt::format("stream {} lists {} recent blocks", stream, list.count));
-    }
-    for (std::size_t i = 0; i < list.count; ++i) {
-      const Block* b = list.blocks[i];
-      if (b == nullptr || b->segment == nullptr || b->segment->recent != &list) {
-        broken("recent", describe(b) + fmt::format(": listed as recent by stream {}", stream));
-      }
-      listed_recent.push_back(b);
-    }
+    front_cache_.check(pools->recent, stream, listed_recent);
   }
   std::sort(recent.begin(), recent.end());
   std::sort(listed_recent.begin(), listed_recent.end());
@@ -310,7 +300,7 @@ void AllocatorCore::validate() const {
   expected.oversize_segments.current = oversize_segments;
   statistics_.check(expected);
 
-  if (tight_ && !recent.empty()) {
+  if (front_cache_.bypassed() && !recent.empty()) {
     broken("recent", fmt::format("{} recent blocks, but at capacity (tight_) every free goes to "
                                  "the bins",
                                  recent.size()));

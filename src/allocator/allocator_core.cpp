@@ -12,6 +12,7 @@ using detail::FreeBins;
 using detail::pool_index;
 using detail::Segment;
 using detail::signed_size;
+using detail::StreamPools;
 
 namespace {
 // Blocks and segments the recyclers keep across empty_cache(); the rest go back to the system.
@@ -56,6 +57,7 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
                                        config.roundup_power2_divisions.end(),
                                        [](std::uint32_t d) { return d > 1; })),
       statistics_(config.max_split_size),
+      store_(config.expandable_segments),
       events_(backend),
       reclaim_(config) {
   if (config.expandable_segments) {
@@ -83,9 +85,7 @@ AllocatorCore::~AllocatorCore() noexcept {
   // Pending stream work may still touch the memory: wait for it before handing segments back.
   synchronize_events();
   events_.destroy_spares();
-  while (segments_ != nullptr) {
-    Segment* s = segments_;
-    segments_ = s->next;
+  for (const Segment* s = store_.segments(); s != nullptr; s = s->next) {
     // An expandable segment's mapped runs are unmapped before its address range goes back.
     for (const Block* b = s->first; s->expandable && b != nullptr;) {
       if (b->unmapped) {
@@ -98,11 +98,6 @@ AllocatorCore::~AllocatorCore() noexcept {
       backend_.unmap_pages(reinterpret_cast<void*>(start),  // NOLINT(performance-no-int-to-ptr)
                            end - start, s->page, s->stream);
     }
-    for (Block* b = s->first; b != nullptr;) {
-      Block* next = b->next;
-      delete b;
-      b = next;
-    }
     poison(s->base, s->size, false);
     void* const base = reinterpret_cast<void*>(s->base);  // NOLINT(performance-no-int-to-ptr)
     if (s->expandable) {
@@ -110,59 +105,8 @@ AllocatorCore::~AllocatorCore() noexcept {
     } else {
       backend_.release(base, s->size);
     }
-    delete s;
   }
-}
-
-inline AllocatorCore::StreamPools& AllocatorCore::pools_for(StreamId stream) {
-  if (last_pools_->stream == stream && last_pools_ != &no_pools_) [[likely]] {
-    return *last_pools_;
-  }
-  return find_pools(stream);
-}
-
-AllocatorCore::StreamPools& AllocatorCore::find_pools(StreamId stream) {
-  auto& slot = pools_[stream];
-  if (!slot) {
-    try {
-      slot = std::make_unique<StreamPools>();
-      slot->stream = stream;
-      if (split_every_remainder_) {  // expandable segments: page recycling looks for donors
-        slot->small.list_in(&page_donors(true));
-        slot->large.list_in(&page_donors(false));
-      }
-    } catch (...) {
-      pools_.erase(stream);  // no empty slot left behind
-      throw;
-    }
-  }
-  last_pools_ = slot.get();
-  return *last_pools_;
-}
-
-void AllocatorCore::drop_unused_pools(const StreamPools* keep) noexcept {
-  const std::size_t before = pools_.size();
-  for (auto it = pools_.begin(); it != pools_.end();) {
-    StreamPools* p = it->second.get();
-    if (p->segments == 0 && p != keep) {
-      if (p == last_pools_) last_pools_ = &no_pools_;
-      it = pools_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  if (pools_.size() == before) return;
-  try {
-    pools_.rehash(0);  // shrink the bucket array too
-  } catch (...) {      // keeping the buckets is fine
-  }
-}
-
-void AllocatorCore::drop_pools_if_unused(StreamId stream, const StreamPools* keep) noexcept {
-  const auto it = pools_.find(stream);
-  if (it == pools_.end() || it->second->segments != 0 || it->second.get() == keep) return;
-  if (it->second.get() == last_pools_) last_pools_ = &no_pools_;
-  pools_.erase(it);  // the buckets stay (drop_unused_pools() shrinks them)
+  // store_ deletes the blocks and segments.
 }
 
 void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
@@ -172,7 +116,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     // ones, which a hit would take although best fit might find it (it may be lower).
     if (split_every_remainder_) flush_recent();
   }
-  StreamPools& pools = pools_for(stream);
+  StreamPools& pools = store_.pools_for(stream);
   std::size_t rounded = 0;
   if (size <= detail::kLargestRequest) {
     rounded =
@@ -201,9 +145,8 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     }
   }
   // Everything that can fail for lack of host memory happens here, before any state changes.
-  live_.reserve_one();
-  block_recycler_.prepare(2);  // a new segment's block and a split remainder
-  segment_recycler_.prepare(1);
+  store_.live().reserve_one();
+  store_.prepare(2, 1);  // a new segment's block and a split remainder; a segment
   // Only this stream's front cache: its blocks are the only ones this stream's bins can use, and
   // walking every stream's here made many streams quadratic. Releasing cached
   // memory (release_all_cached) and garbage collection still flush every stream.
@@ -299,28 +242,6 @@ Block* AllocatorCore::best_fit_sparing_tails(FreeBins& bins, Block* tail,
   return found != nullptr && !is_tail(found) ? found : tails[0];
 }
 
-Segment* AllocatorCore::add_segment(StreamPools& pools, bool small, void* base,
-                                    std::size_t size) noexcept {
-  Segment* segment = segment_recycler_.acquire();  // cannot fail: allocate() prepared them
-  Block* block = block_recycler_.acquire();
-  segment->base = reinterpret_cast<std::uintptr_t>(base);
-  segment->size = size;
-  segment->stream = pools.stream;
-  segment->small_pool = small;
-  segment->stat_pool = static_cast<std::uint8_t>(detail::pool_index(small));
-  segment->first = block;
-  segment->bins = small ? &pools.small : &pools.large;
-  segment->recent = &pools.recent;
-  segment->next = segments_;
-  if (segments_ != nullptr) segments_->prev = segment;
-  segments_ = segment;
-  ++pools.segments;
-  block->address = segment->base;
-  block->size = size;
-  block->segment = segment;
-  return segment;
-}
-
 Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool small) {
   if (size > memory_limit_ ||
       static_cast<std::size_t>(statistics_.reserved_bytes()) > memory_limit_ - size) {
@@ -328,7 +249,7 @@ Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool
   }
   void* base = backend_.reserve(size);
   if (base == nullptr) return nullptr;
-  Segment* segment = add_segment(pools, small, base, size);
+  Segment* segment = store_.add_segment(pools, small, base, size);
   Block* block = segment->first;
   if (recording_events()) {
     recorder_->record(TraceAction::segment_alloc, segment->base, size, size, pools.stream);
@@ -347,13 +268,13 @@ void AllocatorCore::enter_tight() noexcept {
 
 void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requested) {
   const bool small = block->small_pool();
-  live_.insert(block->address, block);  // cannot fail: allocate() reserved the slot
+  store_.live().insert(block->address, block);  // cannot fail: allocate() reserved the slot
   // It was an inactive split block (a fresh segment never is).
   if (block->counts_as_split(split_every_remainder_)) {
     statistics_.change_split(small, -1, -signed_size(block->size));
   }
   if (detail::should_split(block->size, rounded, small || split_every_remainder_, split_limit_)) {
-    Block* rest = split_block_at(block, block->address + rounded);
+    Block* rest = store_.split_at(block, block->address + rounded);
     rest->cached_at = clock();
     cache_in_bins(rest);
     poison(rest->address, rest->size);  // a fresh segment's remainder was never poisoned
@@ -385,7 +306,7 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
   }
-  live_.erase(block->address);
+  store_.live().erase(block->address);
   if (block->pending_events == 0) cache_block(block);
 }
 
@@ -402,7 +323,7 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
 }
 
 void AllocatorCore::flush_recent() noexcept {
-  for (const auto& entry : pools_) flush_recent_of(entry.second->recent);
+  store_.for_each_pools([this](StreamId, StreamPools& pools) { flush_recent_of(pools.recent); });
 }
 
 void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
@@ -416,13 +337,15 @@ void AllocatorCore::flush_recent_into(detail::RecentFrees& recent,
 
 bool AllocatorCore::has_recent() const noexcept {
   // Streams are few; a count of them all would cost the hot path an update at every hit.
-  return std::any_of(pools_.begin(), pools_.end(),
-                     [](const auto& entry) { return entry.second->recent.count != 0; });
+  bool any = false;
+  store_.for_each_pools(
+      [&any](StreamId, const StreamPools& pools) { any = any || pools.recent.count != 0; });
+  return any;
 }
 
 void AllocatorCore::flush_recent_block(Block* block) noexcept {
   block->recent = false;
-  live_.erase(block->address);
+  store_.live().erase(block->address);
   merge_into_bins(block);
 }
 
@@ -448,27 +371,6 @@ void AllocatorCore::cache_block(Block* block) noexcept {
   merge_into_bins(block);
 }
 
-Block* AllocatorCore::join_blocks(Block* low, Block* high) noexcept {
-  low->size += high->size;
-  low->next = high->next;
-  if (high->next != nullptr) high->next->prev = low;
-  block_recycler_.recycle(high);
-  return low;
-}
-
-Block* AllocatorCore::split_block_at(Block* b, std::uintptr_t at) noexcept {
-  Block* upper = block_recycler_.acquire();
-  upper->address = at;
-  upper->size = b->address + b->size - at;
-  upper->segment = b->segment;
-  upper->prev = b;
-  upper->next = b->next;
-  if (b->next != nullptr) b->next->prev = upper;
-  b->next = upper;
-  b->size = at - b->address;
-  return upper;
-}
-
 void AllocatorCore::merge_into_bins(Block* block) noexcept {
   const bool small = block->small_pool();
   FreeBins& bins = *block->segment->bins;
@@ -479,14 +381,14 @@ void AllocatorCore::merge_into_bins(Block* block) noexcept {
     bins.remove(prev);
     split_blocks -= 1;
     split_bytes -= signed_size(prev->size);
-    block = join_blocks(prev, block);
+    block = store_.join(prev, block);
   }
   if (block->next != nullptr && block->next->cached) {
     Block* next = block->next;
     bins.remove(next);
     split_blocks -= 1;
     split_bytes -= signed_size(next->size);
-    join_blocks(block, next);
+    store_.join(block, next);
   }
   block->requested_size = 0;
   block->pending_events = 0;
@@ -511,19 +413,13 @@ void AllocatorCore::release_segment(Block* block) noexcept {
   backend_.release(reinterpret_cast<void*>(segment->base), segment->size);  // NOLINT
   const bool small = segment->small_pool;
   statistics_.uncount_segment(small, segment->size);
-  if (segment->prev != nullptr) segment->prev->next = segment->next;
-  if (segment->next != nullptr) segment->next->prev = segment->prev;
-  if (segments_ == segment) segments_ = segment->next;
-  if (const auto pools = pools_.find(segment->stream); pools != pools_.end()) {
-    --pools->second->segments;  // always found: a segment's pools outlive it
-  }
-  block_recycler_.recycle(block);
-  segment_recycler_.recycle(segment);
+  store_.forget_segment(segment);  // and its one block
 }
 
 void AllocatorCore::record_stream(void* ptr, StreamId stream) {
   // Address 0 is the pointer map's empty key: find() must never see it.
-  Block* block = ptr == nullptr ? nullptr : live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  Block* block =
+      ptr == nullptr ? nullptr : store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr || !block->use.allocated) {
     throw InvalidPointerError(
         "record_stream: the pointer is not a live allocation of this "
@@ -534,7 +430,7 @@ void AllocatorCore::record_stream(void* ptr, StreamId stream) {
 
 const Block* AllocatorCore::find(const void* ptr) const noexcept {
   if (ptr == nullptr) return nullptr;  // the pointer map's empty key: find() must never see it
-  const Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  const Block* block = store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   return block != nullptr && block->use.allocated ? block : nullptr;
 }
 
@@ -549,8 +445,7 @@ std::size_t AllocatorCore::empty_cache() {
   if (recording_events()) {
     recorder_->record(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   }
-  block_recycler_.trim(kSpareBlocks);
-  segment_recycler_.trim(kSpareBlocks);
+  store_.trim_spares(kSpareBlocks);
   return released;
 }
 
@@ -558,13 +453,13 @@ std::size_t AllocatorCore::release_all_cached() {
   synchronize_events();
   flush_recent();
   std::vector<Block*> whole;
-  for (const auto& entry : pools_) {
+  store_.for_each_pools([&whole](StreamId, const StreamPools& pools) {
     const auto collect = [&whole](Block* b) {
       if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
     };
-    entry.second->small.for_each(detail::kSmallBuffer, collect);
-    entry.second->large.for_each(0, collect);
-  }
+    pools.small.for_each(detail::kSmallBuffer, collect);
+    pools.large.for_each(0, collect);
+  });
   std::size_t released = 0;
   for (Block* b : whole) {
     released += b->size;
@@ -573,9 +468,9 @@ std::size_t AllocatorCore::release_all_cached() {
   if (config_.expandable_segments) released += release_expandable_cached();
   // Streams left without segments go too, or every later release walks them again: at the
   // limit each new stream's first allocation retries (a fit search over an RMM log of 40,000
-  // streams took 49 s). last_pools_ stays: allocate() holds it, also while a
+  // streams took 49 s). last_pools() stays: allocate() holds it, also while a
   // free-memory callback calls empty_cache().
-  drop_unused_pools(last_pools_);
+  store_.drop_unused_pools();
   return released;
 }
 
@@ -606,14 +501,14 @@ void AllocatorCore::garbage_collect() {
   // Large cached segments, by age (allocations since they were cached); with expandable
   // segments, large cached blocks with whole pages inside, whose pages are unmapped.
   std::vector<Block*> freeable;
-  for (const auto& entry : pools_) {
-    entry.second->large.for_each(0, [&freeable](Block* b) {
+  store_.for_each_pools([&freeable](StreamId, const StreamPools& pools) {
+    pools.large.for_each(0, [&freeable](Block* b) {
       const Segment& s = *b->segment;
       if (s.expandable ? page_up(s, b->address) + s.page <= b->address + b->size : !b->is_split()) {
         freeable.push_back(b);
       }
     });
-  }
+  });
   detail::Reclaim::collect(freeable, target, clock(), [this](Block* b) -> std::size_t {
     if (b->segment->expandable) return unmap_free_pages(b);  // touches no other cached block
     const std::size_t size = b->size;

@@ -14,6 +14,7 @@
 
 #include "allocator/allocator_statistics.hpp"
 #include "allocator/block.hpp"
+#include "allocator/block_store.hpp"
 #include "allocator/free_bins.hpp"
 #include "allocator/front_cache.hpp"
 #include "allocator/pointer_map.hpp"
@@ -100,36 +101,13 @@ class AllocatorCore {
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
 
  private:
-  // A stream's pools live while a segment of the stream does (segments point at their bins);
-  // empty_cache() drops the others, so a stream used once costs nothing once it is emptied.
-  struct StreamPools {
-    StreamId stream{};
-    detail::FreeBins small{true};
-    detail::FreeBins large{false};
-    detail::RecentFrees recent;  // of both pools: a block's size says which
-    std::size_t segments = 0;    // live segments of this stream (both pools)
-    // expandable_segments: the stream's growable segment of each pool, once it has one.
-    detail::Segment* expandable_small = nullptr;
-    detail::Segment* expandable_large = nullptr;
-  };
-
-  [[nodiscard]] StreamPools& pools_for(StreamId stream);   // inline: the last used, or ...
-  [[nodiscard]] StreamPools& find_pools(StreamId stream);  // ... found or made
-  // Drops the pools of every stream without segments, except `keep` (a caller may hold it).
-  void drop_unused_pools(const StreamPools* keep) noexcept;
-  // The same for one stream's pools, found by its id: no walk over the others.
-  void drop_pools_if_unused(StreamId stream, const StreamPools* keep) noexcept;
-  [[nodiscard]] detail::FreeBins& bins_of(const detail::Block& block);
+  using StreamPools = detail::StreamPools;
   [[gnu::always_inline]] [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
                                                                   std::size_t rounded) noexcept;
   // Out of line: only expandable segments call it, and the hit path stays small.
   [[gnu::noinline]] [[nodiscard]] detail::Block* best_fit_sparing_tails(
       detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) const noexcept;
   [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamPools& pools, bool small);
-  // Files a new segment at `base` under `pools`, covered by one fresh block (the recyclers hold
-  // one of each: allocate() prepared them).
-  detail::Segment* add_segment(StreamPools& pools, bool small, void* base,
-                               std::size_t size) noexcept;
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   // The part of hand_out() a recent block needs: allocated, with its statistics.
   [[gnu::always_inline]] inline void count_allocation(detail::Block* block,
@@ -141,9 +119,6 @@ class AllocatorCore {
   // Inactive (recent, or active after its statistics were counted) -> cached: merges it with
   // cached neighbours into the bins, counting only inactive_split.
   void merge_into_bins(detail::Block* block) noexcept;
-  // `high`, the neighbour just above `low` in their segment, becomes part of `low` and is
-  // recycled; both are out of the bins (or both unmapped). Returns `low`.
-  detail::Block* join_blocks(detail::Block* low, detail::Block* high) noexcept;
   [[gnu::noinline]] void deallocate_slow(detail::Block* block) noexcept;
   // The free of an allocated block no other stream used into its front cache, when that is all
   // it takes: true; else false with nothing changed.
@@ -174,8 +149,6 @@ class AllocatorCore {
   // everything cached released; nullptr when even that failed.
   [[nodiscard]] detail::Block* allocate_segment(StreamPools& pools, bool small,
                                                 std::size_t rounded);
-  // validate()'s check of page_donors_ against every stream's bins (core_validate.cpp).
-  void check_page_donors() const;
 
   // --- Expandable segments (expandable.cpp) ---------------------------------------------------
   // The miss path with expandable segments: grow the stream's segment (recycling pages as the
@@ -198,20 +171,16 @@ class AllocatorCore {
                                                 std::size_t rounded);
   // Splits cached block `b`, out of its bins, so that its last `rounded` bytes are the block
   // returned (its front goes back to the bins): place_by_address()'s choice when the rest of the
-  // run keeps more whole pages that way. block_recycler_ must be prepared for one block.
+  // run keeps more whole pages that way. store_ must be prepared for one block.
   [[nodiscard]] detail::Block* split_off_back(detail::Block* b, std::size_t rounded);
   // place_by_address()'s choice at the end of a free run of `run_bytes` from `start` (cached and
   // unmapped blocks): the last `rounded` bytes, mapped or moved in where unmapped; the run's
   // front stays free. nullptr when the memory is not there.
   [[nodiscard]] detail::Block* place_at_back(detail::Block* start, std::size_t run_bytes,
                                              std::size_t rounded);
-  // Splits `b` at `at`, inside it: `b` keeps [b->address, at), and the block returned, new and
-  // linked after it, holds the rest; what either is (cached, unmapped) is the caller's to set.
-  // block_recycler_ must be prepared for one block.
-  [[nodiscard]] detail::Block* split_block_at(detail::Block* b, std::uintptr_t at) noexcept;
   // Splits unmapped block `u` at page boundary `at` (inside it) and returns the upper part, also
   // unmapped, listed after `u`; join_unmapped() undoes it while neither part was mapped.
-  // block_recycler_ must be prepared for one block.
+  // store_ must be prepared for one block.
   [[nodiscard]] detail::Block* split_unmapped(detail::Block* u, std::uintptr_t at) noexcept;
   void join_unmapped(detail::Block* u, detail::Block* upper) noexcept;
   [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
@@ -278,7 +247,7 @@ class AllocatorCore {
   std::size_t release_expandable_cached();
   void release_expandable_segment(detail::Segment* segment) noexcept;
   // The ranges among `donors` that recycling left with no page mapped: their address ranges go
-  // back, and the pools of their streams when left without segments (but last_pools_, the
+  // back, and the pools of their streams when left without segments (but last_pools(), the
   // caller's) go too; other streams' pools are not visited.
   void release_emptied_donors(const std::vector<detail::Segment*>& donors) noexcept;
   void count_mapped(detail::Segment* segment, std::int64_t bytes, std::int64_t ranges) noexcept;
@@ -293,7 +262,7 @@ class AllocatorCore {
   void garbage_collect();
   bool release_oversize_cached(StreamPools& pools, std::size_t rounded);
   // Waits for every stream, releases every cached whole segment (and unmaps the free pages of
-  // expandable ones), then drops the pools of streams left without segments but last_pools_.
+  // expandable ones), then drops the pools of streams left without segments but last_pools().
   std::size_t release_all_cached();
   // The blocks whose streams' events are done are cached: those done now (process_events),
   // or all after waiting for every stream (synchronize_events).
@@ -339,8 +308,6 @@ class AllocatorCore {
   [[gnu::cold, gnu::noinline]] void record_free(const detail::Block& block) noexcept;
   [[gnu::cold, gnu::noinline]] void record_completed(const detail::Block& block) noexcept;
   [[nodiscard]] bool recording_events() const noexcept { return (hooks_ & kHookRecord) != 0; }
-  // The segments and blocks of snapshot(), without the backend and settings strings.
-  [[nodiscard]] Snapshot layout() const;
   // poison_freed: cached blocks of host memory are poisoned for AddressSanitizer (on) and
   // unpoisoned when handed out or released (off); no-ops in builds without ASan, without the
   // setting, and for backends whose memory the CPU cannot address.
@@ -374,30 +341,11 @@ class AllocatorCore {
   std::size_t mapped_ = 0;
   std::size_t mapped_high_water_ = 0;
 
-  // Expandable segments: the bins that hold a whole free page (PageDonors), of the small pools
-  // and of the large ones: each pool has one page size, and a growth walks only the lists of
-  // its own page size (expandable_segments_page_size may make the large pool's differ).
-  // Before pools_: the bins leave them when they go.
-  std::array<detail::PageDonors, 2> page_donors_;  // [small pool, large pool]
-  [[nodiscard]] detail::PageDonors& page_donors(bool small) noexcept {
-    return page_donors_[small ? 0 : 1];
-  }
   // Free bins that page recycling has searched for pages, for tests (a growth must visit the
   // donors only, not every stream: tests/allocator/expandable_page_donors_test.cpp).
   std::uint64_t bins_searched_for_pages_ = 0;
 
-  // By stream. Only allocate() (through pools_for), reserve_segment() and release_segment()
-  // reach pools, and only drop_unused_pools() removes them: references to a StreamPools are
-  // held within one allocate() call, and segments refer to theirs through Segment::bins.
-  std::unordered_map<StreamId, std::unique_ptr<StreamPools>> pools_;
-  // Most streams are used many times in a row. Never null, so that the hot path need not test
-  // it: &no_pools_, whose front cache is always empty, when no stream's pools are cached.
-  StreamPools* last_pools_ = &no_pools_;
-  StreamPools no_pools_;
-  detail::PointerMap live_;  // allocated and recent blocks (a recent one is not allocated)
-  detail::Segment* segments_ = nullptr;
-  detail::Recycler<detail::Block> block_recycler_;
-  detail::Recycler<detail::Segment> segment_recycler_;
+  detail::BlockStore store_;     // segments, blocks, the pointer map, each stream's pools
   detail::StreamEvents events_;  // blocks freed while other streams may use them
   detail::Reclaim reclaim_;      // what the miss path gives back, and when
 };

@@ -56,7 +56,7 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   // active's peak to note while blocks wait) goes the whole way, allocate_slow(), which reuses
   // a front-cached block just the same.
   // No size test: a size beyond kLargestRequest rounds to 0 or to more than any block holds.
-  StreamPools* const pools = last_pools_;
+  StreamPools* const pools = store_.last_pools();
   if (pools->stream != stream || pools->recent.count == 0 || (off_hot_path_ & kOffReusing) != 0)
       [[unlikely]] {
     return nullptr;
@@ -95,7 +95,7 @@ inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* bloc
 }
 
 inline bool AllocatorCore::deallocate(void* ptr) noexcept {
-  detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  detail::Block* block = store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr || !block->use.allocated) return false;  // a recent block is mapped too
   if (block->use.slow_free == 0 && file_if_hot(block)) [[likely]]
     return true;
@@ -104,7 +104,7 @@ inline bool AllocatorCore::deallocate(void* ptr) noexcept {
 }
 
 inline bool AllocatorCore::free_to_front_cache(void* ptr) noexcept {
-  detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  detail::Block* block = store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   return block != nullptr && block->freeable_at_once() && file_if_hot(block);
 }
 

@@ -42,6 +42,7 @@ namespace memscope {
 
 using detail::Block;
 using detail::Segment;
+using detail::StreamPools;
 
 namespace {
 
@@ -60,20 +61,21 @@ void AllocatorCore::validate() const {
   std::size_t allocated = 0;
   std::int64_t oversize_allocations = 0;
   std::int64_t oversize_segments = 0;
-  all.reserve(2 * live_.size() + 64);  // a guess that saves most regrowth
-  cached.reserve(live_.size() + 64);
+  const detail::PointerMap& live_map = store_.live();
+  all.reserve(2 * live_map.size() + 64);  // a guess that saves most regrowth
+  cached.reserve(live_map.size() + 64);
   std::unordered_map<StreamId, std::size_t> segments_of;  // live segments per stream
   std::unordered_set<const Segment*> live_segments;       // to look up without a walk per stream
   const Segment* previous_segment = nullptr;
-  for (const Segment* s = segments_; s != nullptr; previous_segment = s, s = s->next) {
+  for (const Segment* s = store_.segments(); s != nullptr; previous_segment = s, s = s->next) {
     live_segments.insert(s);
     if (s->prev != previous_segment) broken("tiling", describe(s) + ": wrong prev link");
     if (s->first == nullptr || s->first->address != s->base || s->first->prev != nullptr) {
       broken("tiling", describe(s) + ": its first block does not start it");
     }
-    const auto pools = pools_.find(s->stream);
-    if (pools == pools_.end() || pools->second->stream != s->stream ||
-        s->bins != (s->small_pool ? &pools->second->small : &pools->second->large)) {
+    const StreamPools* const pools = store_.pools_of(s->stream);
+    if (pools == nullptr || pools->stream != s->stream ||
+        s->bins != (s->small_pool ? &pools->small : &pools->large)) {
       broken("free-bins", describe(s) + ": its bins are not its stream's pool of its kind");
     }
     if (s->stat_pool != detail::pool_index(s->small_pool)) {
@@ -82,8 +84,8 @@ void AllocatorCore::validate() const {
     ++segments_of[s->stream];
     if (s->size >= config_.max_split_size && !s->expandable) ++oversize_segments;
     {
-      const bool grown = pools != pools_.end() && (pools->second->expandable_small == s ||
-                                                   pools->second->expandable_large == s);
+      const bool grown =
+          pools != nullptr && (pools->expandable_small == s || pools->expandable_large == s);
       const detail::FrontCacheRoom want =
           s->expandable ? detail::kClosedRoom : detail::FrontCacheRoom{};
       if (!grown && (s->room.limit != want.limit || s->room.next != want.next)) {
@@ -128,7 +130,7 @@ void AllocatorCore::validate() const {
       }
       if (b->recent) {
         recent.push_back(b);
-        if (live_.find(b->address) != b) {
+        if (live_map.find(b->address) != b) {
           broken("pointer-map", describe(b) + ": recent, but not found under its address");
         }
       }
@@ -173,7 +175,7 @@ void AllocatorCore::validate() const {
       if (b->use.allocated) {
         ++allocated;
         if (b->size >= config_.max_split_size) ++oversize_allocations;
-        if (live_.find(b->address) != b) {
+        if (live_map.find(b->address) != b) {
           broken("pointer-map", describe(b) + ": not found under its address");
         }
       }
@@ -187,7 +189,7 @@ void AllocatorCore::validate() const {
                                     s->mapped_bytes));
     }
   }
-  const Snapshot snap = layout();  // in address order; the walk above ruled out cycles
+  const Snapshot snap = store_.layout();  // in address order; the walk above ruled out cycles
   for (std::size_t i = 1; i < snap.segments.size(); ++i) {
     const SegmentInfo& a = snap.segments[i - 1];
     if (a.address + a.total_size > snap.segments[i].address) {
@@ -197,15 +199,16 @@ void AllocatorCore::validate() const {
   }
   // Every allocated block was found under its own (distinct) address, so an equal size means
   // the map holds nothing else.
-  if (live_.size() != allocated + recent.size()) {
+  if (live_map.size() != allocated + recent.size()) {
     broken("pointer-map", fmt::format("it holds {} entries for {} allocated and {} recent blocks",
-                                      live_.size(), allocated, recent.size()));
+                                      live_map.size(), allocated, recent.size()));
   }
 
   std::vector<const Block*> in_bins;
   in_bins.reserve(cached.size());
-  for (const auto& [stream, pools] : pools_) {
-    if (pools == nullptr || pools->stream != stream) {
+  store_.for_each_pools([&](StreamId stream, const StreamPools& stream_pools) {
+    const StreamPools* const pools = &stream_pools;
+    if (pools->stream != stream) {
       broken("stream-pools",
              fmt::format("the pools filed under stream {} are not its own", stream));
     }
@@ -249,24 +252,23 @@ void AllocatorCore::validate() const {
         }
       }
     }
-  }
-  check_page_donors();
+  });
+  store_.check_page_donors();
   std::vector<const Block*> listed_recent;
-  for (const auto& [stream, pools] : pools_) {
-    front_cache_.check(pools->recent, stream, listed_recent);
-  }
+  store_.for_each_pools([&](StreamId stream, const StreamPools& pools) {
+    front_cache_.check(pools.recent, stream, listed_recent);
+  });
   std::sort(recent.begin(), recent.end());
   std::sort(listed_recent.begin(), listed_recent.end());
   if (recent != listed_recent) {
     broken("recent",
            fmt::format("{} recent blocks, {} listed", recent.size(), listed_recent.size()));
   }
-  if (no_pools_.recent.count != 0 || no_pools_.segments != 0) {
+  if (store_.no_pools()->recent.count != 0 || store_.no_pools()->segments != 0) {
     broken("stream-pools", "the stand-in for no cached pools holds blocks");
   }
-  if (last_pools_ != &no_pools_) {
-    const auto found = pools_.find(last_pools_->stream);
-    if (found == pools_.end() || found->second.get() != last_pools_) {
+  if (const StreamPools* last = store_.last_pools(); last != store_.no_pools()) {
+    if (store_.pools_of(last->stream) != last) {
       broken("stream-pools", "the cached last-used pools are not among the live ones");
     }
   }
@@ -310,47 +312,6 @@ void AllocatorCore::validate() const {
     broken("hot-path-gate",
            fmt::format("off_hot_path_ is {:#x}; hooks, waiting blocks and settings make it {:#x}",
                        off_hot_path_, off_hot_path_now()));
-  }
-}
-
-void AllocatorCore::check_page_donors() const {
-  std::unordered_set<const detail::FreeBins*> donors;
-  for (const detail::PageDonors& list : page_donors_) {
-    std::size_t listed = 0;
-    for (const detail::FreeBins* d = list.first; d != nullptr && listed <= list.count;
-         d = d->next_donor(), ++listed) {
-      if (!donors.insert(d).second) broken("free-bins", "free bins listed twice as page donors");
-      if (&list != &page_donors_[d->small_pool() ? 0 : 1]) {
-        broken("free-bins", "free bins listed as page donors of the other pool");
-      }
-    }
-    if (listed != list.count) {
-      broken("free-bins",
-             fmt::format("{} page donors counted, {} listed (a cycle?)", list.count, listed));
-    }
-  }
-  std::size_t found = 0;
-  for (const auto& [stream, pools] : pools_) {
-    for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {
-      const detail::PageDonors* want =
-          split_every_remainder_ ? &page_donors_[bins->small_pool() ? 0 : 1] : nullptr;
-      if (bins->donors() != want) {
-        broken("free-bins", fmt::format("stream {}: the {} pool's bins are not listed for page "
-                                        "recycling as the setting says",
-                                        stream, bins->small_pool() ? "small" : "large"));
-      }
-      if (donors.contains(bins) != (bins->page_blocks() > 0)) {
-        broken("free-bins", fmt::format("stream {}: the {} pool's bins hold {} blocks with a whole "
-                                        "page but are {}a page donor",
-                                        stream, bins->small_pool() ? "small" : "large",
-                                        bins->page_blocks(), donors.contains(bins) ? "" : "not "));
-      }
-      if (bins->page_blocks() > 0) ++found;
-    }
-  }
-  if (found != donors.size()) {
-    broken("free-bins", fmt::format("{} page donors listed, {} bins of live streams hold a page",
-                                    donors.size(), found));
   }
 }
 

@@ -92,6 +92,13 @@ class FrontCache {
   // bins held one block, the block before that one (kNextCached), and the block after it
   // (kPrevCached). Expandable segments keep placement through their FrontCacheRoom instead.
   static void mark_neighbours(const Block* block, const FreeBins& bins) noexcept;
+  // Into its segment's bins (a fixed segment's after the split or merge), marking the
+  // neighbours whose frees must then ask (mark_neighbours).
+  static void cache_in_bins(Block* block) noexcept {
+    FreeBins& bins = *block->segment->bins;
+    mark_neighbours(block, bins);
+    bins.insert(block);
+  }
 
   // The "recent" invariant of one stream's list: it lists at most its capacity, each block of a
   // segment filing into it; appends them to `listed`.

@@ -90,22 +90,14 @@ std::uintptr_t AllocatorCore::page_down(const Segment& s, std::uintptr_t address
 void AllocatorCore::count_split(const Block* b, int sign) noexcept {
   if (!b->shares_mapped_range()) return;
   const bool small = b->segment->small_pool;
-  if (sign > 0) {
-    increase(stats_.inactive_split, small, 1);
-    increase(stats_.inactive_split_bytes, small, signed_size(b->size));
-  } else {
-    decrease(stats_.inactive_split, small, 1);
-    decrease(stats_.inactive_split_bytes, small, signed_size(b->size));
-  }
+  statistics_.change_split(small, sign > 0 ? 1 : -1,
+                           sign > 0 ? signed_size(b->size) : -signed_size(b->size));
 }
 
 void AllocatorCore::count_mapped(Segment* segment, std::int64_t bytes,
                                  std::int64_t ranges) noexcept {
   const bool small = segment->small_pool;
-  if (bytes > 0) increase(stats_.reserved_bytes, small, bytes);
-  if (bytes < 0) decrease(stats_.reserved_bytes, small, -bytes);
-  if (ranges > 0) increase(stats_.segment, small, ranges);
-  if (ranges < 0) decrease(stats_.segment, small, -ranges);
+  statistics_.change_mapped(small, bytes, ranges);
   segment->mapped_bytes = static_cast<std::size_t>(signed_size(segment->mapped_bytes) + bytes);
   mapped_ = static_cast<std::size_t>(signed_size(mapped_) + bytes);
   mapped_high_water_ = std::max(mapped_high_water_, mapped_);
@@ -131,7 +123,7 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   // grows on in another.
   constexpr std::size_t kFullRanges = 64;
   const std::size_t limit = std::min(memory_limit_, std::size_t{1} << 50);
-  const auto ranges = static_cast<std::size_t>(stats_.segment[detail::kAllPools].current);
+  const auto ranges = static_cast<std::size_t>(statistics_.segments());
   std::size_t size = round_up(ranges < kFullRanges ? limit : limit / ranges, page);
   size = std::max(size, need);
   if (need > round_up(limit, page)) return nullptr;
@@ -152,7 +144,7 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
     }
   }
   if (base == nullptr) return nullptr;
-  Segment* segment = add_segment(pools, small, base, size);
+  Segment* segment = store_.add_segment(pools, small, base, size);
   segment->expandable = true;
   segment->page = page;
   segment->first->unmapped = true;  // one unmapped block covers the range
@@ -177,7 +169,7 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
   if (right != nullptr) count_split(right, -1);
   Block* m = u;
   if (bytes < u->size) {
-    m = block_recycler_.acquire();  // the caller prepared it
+    m = store_.acquire_block();  // the caller prepared it
     m->address = u->address;
     m->size = bytes;
     m->segment = &s;
@@ -202,12 +194,12 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
   Block* merged = m;
   if (left != nullptr) {
     s.bins->remove(left);
-    merged = join_blocks(left, m);
+    merged = store_.join(left, m);
     merged->cached_at = clock();
   }
   if (right != nullptr) {
     s.bins->remove(right);
-    join_blocks(merged, right);
+    store_.join(merged, right);
   }
   s.bins->insert(merged);
   count_split(merged, +1);
@@ -223,11 +215,11 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
   Block* head = nullptr;
   Block* tail = nullptr;
   if (address + bytes < end) {
-    tail = split_block_at(c, address + bytes);  // the caller prepared two
+    tail = store_.split_at(c, address + bytes);  // the caller prepared two
   }
   Block* mid = c;
   if (address > c->address) {
-    mid = split_block_at(c, address);
+    mid = store_.split_at(c, address);
     head = c;
   }
   mid->unmapped = true;
@@ -236,7 +228,7 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
                          static_cast<int>(mid->next != nullptr && !mid->next->unmapped);
   count_mapped(&s, -signed_size(bytes), runs_split - 1);
   if (mid->prev != nullptr && mid->prev->unmapped) {
-    mid = join_blocks(mid->prev, mid);
+    mid = store_.join(mid->prev, mid);
   } else {
     link_unmapped(s, mid);
   }
@@ -250,7 +242,7 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
 }
 
 Block* AllocatorCore::split_unmapped(Block* u, std::uintptr_t at) noexcept {
-  Block* upper = split_block_at(u, at);  // the caller prepared it
+  Block* upper = store_.split_at(u, at);  // the caller prepared it
   upper->unmapped = true;
   upper->requested_size = 0;
   link_unmapped(*u->segment, upper);  // right after u
@@ -259,7 +251,7 @@ Block* AllocatorCore::split_unmapped(Block* u, std::uintptr_t at) noexcept {
 
 void AllocatorCore::join_unmapped(Block* u, Block* upper) noexcept {
   unlink_unmapped(*u->segment, upper);
-  join_blocks(u, upper);
+  store_.join(u, upper);
 }
 
 std::size_t AllocatorCore::unmap_free_pages(Block* c, std::uintptr_t below) {
@@ -267,9 +259,9 @@ std::size_t AllocatorCore::unmap_free_pages(Block* c, std::uintptr_t below) {
   const std::uintptr_t from = page_up(s, c->address);
   const std::uintptr_t to = std::min(page_down(s, c->address + c->size), below);
   if (from >= to) return 0;
-  block_recycler_.prepare(2);
+  store_.prepare(2);
   backend_.unmap_pages(as_pointer(from), to - from, s.page, s.stream);
-  ++stats_.num_device_free;
+  statistics_.count_device_free();
   record_mapping(TraceAction::segment_unmap, from, to - from, s.stream);
   poison(from, to - from, false);  // a later mapping is judged afresh
   unmapped_inside(c, from, to - from);
@@ -308,8 +300,7 @@ std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
     // Highest addresses first: memory gathers at the low ends of the segments.
     std::sort(from, to, [](const FreePages& a, const FreePages& b) { return a.from > b.from; });
   };
-  const auto own = pools_.find(s.stream);
-  const StreamPools* const mine = own != pools_.end() ? own->second.get() : nullptr;
+  const StreamPools* const mine = store_.pools_of(s.stream);
   std::size_t found = 0;
   if (mine != nullptr) {
     for (const detail::FreeBins* bins : {&mine->small, &mine->large}) {
@@ -324,7 +315,8 @@ std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
   // Only the bins that hold a whole page, of this page size: never every stream's.
   for (const bool small : {true, false}) {
     if ((small ? small_page_ : large_page_) != s.page) continue;
-    for (const detail::FreeBins* d = page_donors(small).first; d != nullptr; d = d->next_donor()) {
+    for (const detail::FreeBins* d = store_.page_donors(small).first; d != nullptr;
+         d = d->next_donor()) {
       if (mine != nullptr && (d == &mine->small || d == &mine->large)) continue;
       found += gather_free_pages(*d, s, growing, last, needed_end, sources);
       if (donors == Donors::own_stream_first && found >= wanted) break;
@@ -347,18 +339,18 @@ std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes,
       const std::uintptr_t from = src.to - chunk;
       const std::uintptr_t to = u->address;
       const StreamId stream = src.block->segment->stream;
-      block_recycler_.prepare(3);
+      store_.prepare(3);
       if (!backend_.move_pages(as_pointer(from), as_pointer(to), chunk, page, stream)) {
         backend_.unmap_pages(as_pointer(from), chunk, page, stream);
-        ++stats_.num_device_free;
+        statistics_.count_device_free();
         record_mapping(TraceAction::segment_unmap, from, chunk, stream);
         unmapped_inside(src.block, from, chunk);
         if (!backend_.map_pages(as_pointer(to), chunk, page)) return moved;
-        ++stats_.num_device_alloc;
+        statistics_.count_device_alloc();
         record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
       } else {
-        ++stats_.num_device_free;
-        ++stats_.num_device_alloc;
+        statistics_.count_device_free();
+        statistics_.count_device_alloc();
         record_mapping(TraceAction::segment_unmap, from, chunk, stream);
         record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
         unmapped_inside(src.block, from, chunk);
@@ -496,9 +488,9 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
     }
     if (want == 0) continue;
     if (mapped_ + want > memory_limit_) return nullptr;
-    block_recycler_.prepare(1);
+    store_.prepare(1);
     if (!backend_.map_pages(as_pointer(u->address), want, page)) return nullptr;
-    ++stats_.num_device_alloc;
+    statistics_.count_device_alloc();
     record_mapping(TraceAction::segment_map, u->address, want, s->stream);
     merged = map_front(u, want);
   }
@@ -521,7 +513,7 @@ void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors) 
     if (d->mapped_bytes == 0) {
       const StreamId stream = d->stream;
       release_expandable_segment(d);
-      drop_pools_if_unused(stream, last_pools_);
+      store_.drop_pools_if_unused(stream);
     }
   }
 }
@@ -531,7 +523,7 @@ Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::s
   if (block == nullptr) {
     // Last resort, as with fixed segments: wait for every stream, unmap every free page, retry.
     release_all_cached();
-    ++stats_.num_alloc_retries;
+    statistics_.count_alloc_retry();
     block = grow(pools, small, rounded);
   }
   return block;
@@ -540,7 +532,7 @@ Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::s
 std::size_t AllocatorCore::release_expandable_cached() {
   std::size_t released = 0;
   std::vector<Block*> cached;
-  for (Segment* s = segments_; s != nullptr;) {
+  for (Segment* s = store_.segments(); s != nullptr;) {
     Segment* const next = s->next;
     if (s->expandable) {
       cached.clear();
@@ -560,21 +552,11 @@ void AllocatorCore::release_expandable_segment(Segment* segment) noexcept {
   // Nothing mapped: one unmapped block covers the range.
   poison(segment->base, segment->size, false);
   backend_.release_address_range(as_pointer(segment->base), segment->size);
-  if (segment->prev != nullptr) segment->prev->next = segment->next;
-  if (segment->next != nullptr) segment->next->prev = segment->prev;
-  if (segments_ == segment) segments_ = segment->next;
-  if (const auto pools = pools_.find(segment->stream); pools != pools_.end()) {
-    StreamPools& p = *pools->second;
-    --p.segments;
-    if (p.expandable_small == segment) set_growing(p, true, nullptr);
-    if (p.expandable_large == segment) set_growing(p, false, nullptr);
+  if (StreamPools* p = store_.pools_of(segment->stream); p != nullptr) {
+    if (p->expandable_small == segment) set_growing(*p, true, nullptr);
+    if (p->expandable_large == segment) set_growing(*p, false, nullptr);
   }
-  for (Block* b = segment->first; b != nullptr;) {
-    Block* const next = b->next;
-    block_recycler_.recycle(b);
-    b = next;
-  }
-  segment_recycler_.recycle(segment);
+  store_.forget_segment(segment);  // and its blocks
 }
 
 }  // namespace memscope

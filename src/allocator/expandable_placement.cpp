@@ -53,7 +53,7 @@ bool back_keeps_more_pages(const Segment& s, std::uintptr_t from, std::size_t by
 // handed out; the front stays cached.
 Block* AllocatorCore::split_off_back(Block* b, std::size_t rounded) {
   count_split(b, -1);
-  Block* back = split_block_at(b, b->address + b->size - rounded);
+  Block* back = store_.split_at(b, b->address + b->size - rounded);
   back->cached_at = b->cached_at;
   count_split(b, +1);
   count_split(back, +1);  // hand_out() uncounts it as the cached block it was
@@ -116,7 +116,7 @@ Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::si
   };
   Block* c = block_at(at);
   if (c->cached && c->address + c->size == end) {  // mapped already
-    block_recycler_.prepare(1);
+    store_.prepare(1);
     s->bins->remove(c);
     return c->address == at ? c : split_off_back(c, rounded);
   }
@@ -134,10 +134,10 @@ Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::si
   c = block_at(at);
   Block* from = c;
   if (c->unmapped && first_page > c->address) {
-    block_recycler_.prepare(1);
+    store_.prepare(1);
     from = split_unmapped(c, first_page);
   }
-  block_recycler_.prepare(1);
+  store_.prepare(1);
   Block* merged = grow_run(s, from, block_at(end - 1), end - from->address);
   if (merged == nullptr) {
     // At the limit: the split must not leave two unmapped blocks side by side.
@@ -150,7 +150,7 @@ Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::si
     }
     return nullptr;
   }
-  block_recycler_.prepare(1);
+  store_.prepare(1);
   return merged->size > rounded ? split_off_back(merged, rounded) : merged;
 }
 

@@ -16,7 +16,9 @@ How (docs/estimate.md has the user's view):
   storage) reports its ``free_completed`` the moment the last tensor using it goes.
 - What CUDA kernels allocate and CPU kernels do not is added where it is known: cuBLAS's
   workspace (one per thread that runs matrix multiplies: the step's and autograd's), and the
-  fp32 buffers of the flash-attention backward pass. ``NOT_MODELED`` lists what is not.
+  buffers of the fused attention backward passes. ``NOT_MODELED`` lists what is not.
+- ``F.scaled_dot_product_attention`` runs the backend CUDA's dispatch would pick on the GPU
+  estimated for (memscope._attention), not the CPU's choice.
 - Categories come from what tensors are: module parameters (seen by global forward hooks),
   their ``.grad``, optimizer state (global optimizer step hooks), tensors autograd saves for
   backward (saved-tensor hooks); everything else is a temporary.
@@ -37,6 +39,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from . import _attention, _hf_patches
 from ._memscope import Error
 
 # cuBLAS's workspace per (handle, stream): PyTorch's default, in
@@ -53,10 +56,8 @@ CATEGORIES = ("host", "parameters", "gradients", "optimizer state", "activations
 NOT_MODELED = (
     "cuDNN workspaces (convolutions): cuDNN picks algorithms and their workspace on the GPU; "
     "a conv net's peak may be higher than estimated",
-    "the memory-efficient attention kernel's backward workspace (fp32 scaled-dot-product "
-    "attention); flash attention's fp32 buffers are modelled",
-    "kernels PyTorch's CPU dispatch picks differently from CUDA's: where CPU attention falls "
-    "back to the math path but CUDA would use a fused kernel, the estimate is high",
+    "attention backward workspaces are modelled from the kernels' sources, not measured: "
+    "the memory-efficient kernel's key splits and cuDNN's graph workspace are approximations",
     "autocast(\"cuda\") runs as CPU autocast with the same dtype, and CUDA autocast's fp32 "
     "ops are cast at their Python call (torch.exp, F.softmax, F.cross_entropy, ...); an op "
     "called from C++ inside another (a composite) follows CPU autocast's lists",
@@ -83,11 +84,6 @@ _AUTOCAST_FP32_DTYPE = frozenset(
 _MATMULS = frozenset(
     ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "_addmm_activation", "matmul",
      "dot", "vdot", "addr", "_int_mm", "_scaled_mm"))
-_FLASH_BACKWARD = frozenset(
-    ("_scaled_dot_product_flash_attention_for_cpu_backward",
-     "_scaled_dot_product_flash_attention_backward"))
-
-
 class CaptureError(Error, RuntimeError):
     """The step cannot be captured without a GPU: an op with no fake kernel, an output whose
     shape or value depends on data (``.item()``, ``nonzero``), or code that needs a real CUDA
@@ -124,6 +120,7 @@ class Capture:
     ops: int = 0
     workspace_bytes: int = 0
     setup_reads: int = 0  # tensor values read while the model was built (zero stood in)
+    attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
 
 
 def _rewrite_device(value: Any) -> tuple[Any, bool]:
@@ -142,8 +139,9 @@ def _rewrite_device(value: Any) -> tuple[Any, bool]:
 class _Recorder:
     """The state of one capture, shared by the modes and hooks."""
 
-    def __init__(self, workspace_bytes: int) -> None:
+    def __init__(self, workspace_bytes: int, gpu: Optional[_attention.Gpu] = None) -> None:
         self.capture = Capture(workspace_bytes=workspace_bytes)
+        self.gpu = gpu  # the GPU estimated for: how CUDA would dispatch attention
         self.live: dict[int, int] = {}  # storage key -> addr
         self.refs: dict[int, Any] = {}  # addr -> weakref to the storage
         self.next_addr = 0x7F0000000000
@@ -158,6 +156,14 @@ class _Recorder:
         self.tag_ids: dict[str, int] = {}
         self.stack_ids: dict[tuple[tuple[str, int, str], ...], int] = {}
         self.lock = threading.Lock()
+
+    def in_autocast(self) -> bool:
+        """Inside autocast("cuda") (run as CPU autocast), or inside the CPU autocast that
+        activation checkpointing re-enters for its recomputation (the tensors' device is the
+        CPU, so it saved CPU autocast's state)."""
+        import torch
+
+        return self.autocast > 0 or torch.is_autocast_enabled("cpu")
 
     # ---- events ---------------------------------------------------------------------------
 
@@ -267,6 +273,12 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
             moved = False
+            if name == "backward" and func in (torch.Tensor.backward, torch.autograd.backward):
+                # The mode is off inside its own handler, and a backward runs user code again
+                # (activation checkpointing's recomputation), which must see it: the engine
+                # runs with the mode back on.
+                with self:
+                    return _run_backward(func, args, kwargs)
             if name in ("cuda", "to") and args and isinstance(args[0], torch.Tensor):
                 t = args[0]
                 if name == "cuda":
@@ -287,9 +299,11 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
                         return t.to(copy=True, **how) if how else t.clone()
                     finally:
                         rec.device_depth -= 1
+            if name == "scaled_dot_product_attention" and rec.gpu is not None:
+                return _attention_as_cuda(rec, args, kwargs)
             if "device" in kwargs:
                 kwargs["device"], moved = _rewrite_device(kwargs["device"])
-            if rec.autocast and (name in _AUTOCAST_FP32 or name in _AUTOCAST_FP32_DTYPE):
+            if (name in _AUTOCAST_FP32 or name in _AUTOCAST_FP32_DTYPE) and rec.in_autocast():
                 args, kwargs = _autocast_fp32(name, args, kwargs)
             if not moved:
                 return func(*args, **kwargs)
@@ -300,6 +314,39 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
                 rec.device_depth -= 1
 
     return DeviceRewrite()
+
+
+def _run_backward(func: Any, args: Any, kwargs: dict[str, Any]) -> None:
+    """Tensor.backward / torch.autograd.backward without their __torch_function__ check (which
+    would call the mode again): the gradients made as torch.autograd.backward makes them, then
+    the autograd engine."""
+    import torch
+    from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+    from torch.autograd.graph import _engine_run_backward
+
+    if func is torch.Tensor.backward:
+        names: tuple[str, ...] = ("tensors", "grad_tensors", "retain_graph", "create_graph",
+                                  "inputs")
+        bound = dict(zip(names, args, strict=False))
+        if "gradient" in kwargs:
+            bound["grad_tensors"] = kwargs.pop("gradient")
+        bound.update(kwargs)
+    else:
+        names = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables",
+                 "inputs")
+        bound = {**dict(zip(names, args, strict=False)), **kwargs}
+    tensors = bound["tensors"]
+    tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+    inputs = bound.get("inputs")
+    inputs = (() if inputs is None else
+              (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs))
+    grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(bound.get("grad_tensors"),
+                                                             len(tensors)),
+                        is_grads_batched=False)
+    create_graph = bool(bound.get("create_graph", False))
+    retain_graph = bound.get("retain_graph")
+    _engine_run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
+                         create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
 
 
 def _record_mode(rec: _Recorder) -> Any:
@@ -327,9 +374,9 @@ def _record_mode(rec: _Recorder) -> Any:
             if on_device:
                 if name in _MATMULS:
                     rec.workspace(phase)
-                if name in _FLASH_BACKWARD:
+                if name in _attention.FUSED_BACKWARD:
                     extra = [rec.alloc(n, phase, op=f"{name} (CUDA buffer)")
-                             for n in _flash_backward_buffers(args)]
+                             for n in _attention.backward_buffers(name, args)]
             if name == "_local_scalar_dense" and rec.step == 0:
                 # A value read while the model is built (e.g. trunc_normal_'s rejection loop):
                 # no memory depends on initial values, so a zero stands in for it.
@@ -341,9 +388,14 @@ def _record_mode(rec: _Recorder) -> Any:
             except Exception as e:  # reported with the op's name
                 raise _capture_error(func, e) from e
             if on_device:
-                for t in tree_flatten(out)[0]:
-                    if isinstance(t, torch.Tensor):
-                        rec.track(t.untyped_storage(), phase, name)
+                host = _attention.host_outputs(name, args, kwargs)
+                outs = out if host and isinstance(out, tuple) else (out,)
+                for i, o in enumerate(outs):
+                    if i in host:  # CUDA's kernel keeps this output on the host
+                        continue
+                    for t in tree_flatten(o)[0]:
+                        if isinstance(t, torch.Tensor):
+                            rec.track(t.untyped_storage(), phase, name)
             for addr in extra:
                 rec.free(addr)
             return out
@@ -371,20 +423,28 @@ def _autocast_fp32(name: str, args: Any, kwargs: dict[str, Any]) -> tuple[Any, d
     return tuple(up(a) for a in args), {k: up(v) for k, v in kwargs.items()}
 
 
-def _flash_backward_buffers(args: Any) -> list[int]:
-    """Bytes of the fp32 buffers CUDA's flash-attention backward allocates (flash_api.cpp,
-    mha_bwd): softmax_d (batch, heads, seqlen_q rounded up to 128) and dq_accum (batch,
-    seqlen_q rounded to 128, heads, head_dim rounded to 32, or 64 above 128). Half precision
-    only: CUDA runs fp32 attention on another kernel."""
+def _attention_as_cuda(rec: _Recorder, args: Any, kwargs: dict[str, Any]) -> Any:
+    """F.scaled_dot_product_attention on the backend CUDA's dispatch would choose for rec.gpu
+    (memscope._attention). Under autocast("cuda") its floating inputs are cast first, as CUDA
+    autocast does for this op (lower precision list), and the backend runs without autocast."""
     import torch
 
-    q = args[1] if len(args) > 1 else None
-    if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.dtype == torch.float32:
-        return []
-    b, h, lq, d = (int(x) for x in q.shape)
-    lq_r = (lq + 127) // 128 * 128
-    d_r = (d + 31) // 32 * 32 if d <= 128 else (d + 63) // 64 * 64
-    return [b * h * lq_r * 4, b * lq_r * h * d_r * 4]
+    call, scale = _attention.parse_call(args, kwargs)
+    assert rec.gpu is not None
+    if rec.in_autocast():
+        low = torch.get_autocast_dtype("cpu")
+
+        def cast(t: Any) -> Any:
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != low:
+                return t.to(low)
+            return t
+
+        call.q, call.k, call.v, call.mask = (cast(t) for t in (call.q, call.k, call.v,
+                                                                call.mask))
+    backend = _attention.choose_backend(call, rec.gpu)
+    rec.capture.attention[backend] = rec.capture.attention.get(backend, 0) + 1
+    with torch.autocast("cpu", enabled=False):
+        return _attention.run(call, scale, backend)
 
 
 def _capture_error(func: Any, e: Exception) -> CaptureError:
@@ -408,6 +468,7 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
         stack.enter_context(_autocast_patch(on_enter))
         stack.enter_context(_foreach_patch())
         stack.enter_context(_cuda_patch())
+        stack.enter_context(_hf_patches.patched_transformers())
         yield
 
 
@@ -618,11 +679,12 @@ class _Hooks:
 
 
 def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
-            workspace_bytes: int) -> Capture:
-    """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc."""
+            workspace_bytes: int, gpu: Optional[_attention.Gpu] = None) -> Capture:
+    """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc.
+    `gpu`: attention runs the backend CUDA would choose on it (None: as on the CPU)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    rec = _Recorder(workspace_bytes)
+    rec = _Recorder(workspace_bytes, gpu)
     rec.steps = steps
     hooks = _Hooks(rec)
 

@@ -54,6 +54,13 @@ def _workspace_for(device: str) -> int:
     return _capture.CUBLAS_WORKSPACE_OLDER
 
 
+def _gpu(device: str) -> Any:
+    """How the GPU named `device` dispatches attention (memscope._attention)."""
+    from . import _attention
+
+    return _attention.gpu_for(device)
+
+
 @dataclass
 class Estimate:
     """One training step's estimate. Byte figures are what PyTorch's allocator would report on
@@ -78,6 +85,7 @@ class Estimate:
     replay_seconds: float
     ops: int
     not_modeled: tuple[str, ...] = field(default_factory=tuple)
+    attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
 
     def explain(self) -> str:
         """An aligned text report: the peaks, the fit, what is live at the peak and what the
@@ -100,9 +108,14 @@ class Estimate:
             lines.append("by module (forward allocations; others by phase):")
             for name, n in self.top_modules:
                 lines.append(f"  {name[:26]:<26}  {format_bytes(n):>12}  {100 * n / total:5.1f}%")
+        if self.attention:
+            calls = ", ".join(f"{n} on {b}" for b, n in sorted(self.attention.items()))
+            lines.append(f"attention (scaled_dot_product_attention as CUDA dispatches it on "
+                         f"{self.device}): {calls}")
         lines.append(f"modelled: storage sizes of every op; cuBLAS workspaces of "
-                     f"{format_bytes(self.workspace_bytes)} per thread; flash-attention backward "
-                     "buffers; the caching allocator's rounding, splitting and cache")
+                     f"{format_bytes(self.workspace_bytes)} per thread; the attention backend "
+                     "CUDA picks, its saved tensors and backward buffers; the caching "
+                     "allocator's rounding, splitting and cache")
         lines.append("not modelled:")
         lines += [f"  - {x}" for x in self.not_modeled]
         return "\n".join(lines)
@@ -120,7 +133,7 @@ class Estimate:
             "top_modules": [list(m) for m in self.top_modules],
             "workspace_bytes": self.workspace_bytes, "ops": self.ops,
             "capture_seconds": self.capture_seconds, "replay_seconds": self.replay_seconds,
-            "not_modeled": list(self.not_modeled),
+            "not_modeled": list(self.not_modeled), "attention": dict(self.attention),
         }
 
 
@@ -129,16 +142,30 @@ def _require_torch() -> None:
         raise ImportError("memscope.estimate needs PyTorch: pip install torch")
 
 
-def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "cuda:0",
-             capacity: Size = "24GiB", config: str = "",
+def _as_workload(workload: Any, batch: Optional[int]) -> tuple[Workload, int]:
+    """(the workload, the batch): a transformers.Trainer becomes the workload of its training
+    step (memscope._trainer), its per-device batch size the default batch; 8 otherwise."""
+    from . import _trainer
+
+    if _trainer.is_trainer(workload):
+        work, per_device = _trainer.trainer_workload(workload)
+        return work, per_device if batch is None else batch
+    return workload, 8 if batch is None else batch
+
+
+def estimate(workload: Union[Workload, Any], batch: Optional[int] = None, steps: int = 3,
+             device: str = "cuda:0", capacity: Size = "24GiB", config: str = "",
              workspace_bytes: Optional[int] = None) -> Estimate:
     """Captures `steps` runs of the step ``workload(batch)`` returns, on fake tensors (nothing
     is allocated, no GPU is needed), and replays it on a simulated device of `capacity` with the
-    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `device` names the GPU the
-    estimate is for (it chooses cuBLAS's workspace size; "cuda:0" means a Hopper-class GPU);
-    `workspace_bytes` overrides that size. Raises memscope.CaptureError naming the op when the
-    step cannot run without data (an op with no fake kernel, ``.item()``, data-dependent
-    shapes)."""
+    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `workload` may also be a
+    transformers.Trainer: its training step, with its arguments and one batch of its data
+    collator; `batch` defaults to its per-device batch size (else 8). `device` names the GPU the
+    estimate is for (it chooses cuBLAS's workspace size and the attention kernels; "cuda:0"
+    means a Hopper-class GPU); `workspace_bytes` overrides that size. Raises
+    memscope.CaptureError naming the op when the step cannot run without data (an op with no
+    fake kernel, ``.item()``, data-dependent shapes)."""
+    workload, batch = _as_workload(workload, batch)
     if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
         raise ValueError(f"estimate: batch must be a positive int, got {batch!r}")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -149,7 +176,7 @@ def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "
 
     ws = _workspace_for(device) if workspace_bytes is None else workspace_bytes
     t0 = time.perf_counter()
-    c = _capture.capture(workload, batch, steps, ws)
+    c = _capture.capture(workload, batch, steps, ws, gpu=_gpu(device))
     return _evaluate(c, batch, steps, device, cap, config, time.perf_counter() - t0)
 
 
@@ -175,7 +202,8 @@ def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str
         peak_allocated=peak_allocated, peak_reserved=free.peak_reserved, fits=not on_cap.oom,
         by_category=by_category, top_modules=modules, trace=trace, replay=on_cap,
         workspace_bytes=c.workspace_bytes, capture_seconds=capture_seconds,
-        replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED)
+        replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED,
+        attention=dict(c.attention))
 
 
 def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
@@ -317,7 +345,7 @@ def _largest_fitting(fits: Callable[[int], bool], lo: int, hi: Optional[int],
     return lo
 
 
-def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
+def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: int = 3,
               device: str = "cuda:0", config: str = "", limit: int = 1 << 16,
               workspace_bytes: Optional[int] = None) -> BatchSearch:
     """The largest batch whose steps replay on `capacity` without an out-of-memory error.
@@ -332,6 +360,7 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
     _require_torch()
     from . import _capture
 
+    workload, _ = _as_workload(workload, None)
     ws = _workspace_for(device) if workspace_bytes is None else workspace_bytes
     t0 = time.perf_counter()
     tried: dict[int, bool] = {}
@@ -342,7 +371,7 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
     def captured(b: int) -> bool:
         if b not in tried:
             t = time.perf_counter()
-            c = _capture.capture(workload, b, steps, ws)
+            c = _capture.capture(workload, b, steps, ws, gpu=_gpu(device))
             captures[b] = c
             estimates[b] = _evaluate(c, b, steps, device, cap, config, time.perf_counter() - t)
             tried[b] = estimates[b].fits
@@ -404,6 +433,22 @@ def _load_workload(spec: str) -> Workload:
     return fn  # type: ignore[no-any-return]
 
 
+def _workload_of(a: argparse.Namespace, p: argparse.ArgumentParser) -> Workload:
+    """The command line's workload: SCRIPT.py:FUNCTION, or --hf MODEL."""
+    if (a.workload is None) == (a.hf is None):
+        p.error("give one of SCRIPT.py:FUNCTION or --hf MODEL")
+    if a.hf is None:
+        return _load_workload(a.workload)
+    from . import _hf_workloads
+
+    if a.seq < 1:
+        raise UsageError(f"memscope estimate: --seq must be positive, got {a.seq}")
+    how = _hf_workloads.Training(bf16=a.bf16, fp16=a.fp16,
+                                 gradient_checkpointing=a.gradient_checkpointing,
+                                 optimizer=a.optim)
+    return _hf_workloads.hf_workload(a.hf, seq=a.seq, how=how, attn_implementation=a.attn)
+
+
 def _write_html(e: Estimate, path: str) -> None:
     """The trace's replay as memscope's HTML report, by the memscope command
     (MEMSCOPE_EXE, set by `memscope estimate`, else `memscope` on PATH)."""
@@ -428,7 +473,18 @@ def main(argv: Optional[list[str]] = None) -> int:
         prog="memscope estimate",
         description="Estimate a training step's GPU memory without a GPU: FUNCTION(batch) in "
                     "SCRIPT.py builds the model on \"cuda\" and returns the step.")
-    p.add_argument("workload", help="SCRIPT.py:FUNCTION")
+    p.add_argument("workload", nargs="?", help="SCRIPT.py:FUNCTION")
+    hf = p.add_argument_group("a Hugging Face model instead of a script (transformers, nothing "
+                              "downloaded)")
+    hf.add_argument("--hf", metavar="MODEL",
+                    help="model type (gpt2, llama, bert...), config class (GPT2Config) or a "
+                         "local config.json, built with random weights")
+    hf.add_argument("--seq", type=int, default=512, help="sequence length (default 512)")
+    hf.add_argument("--bf16", action="store_true", help="bf16 autocast, as Trainer's bf16=True")
+    hf.add_argument("--fp16", action="store_true", help="fp16 autocast, as Trainer's fp16=True")
+    hf.add_argument("--gradient-checkpointing", action="store_true")
+    hf.add_argument("--optim", default="adamw_torch", help="a Trainer optim name (adamw_torch)")
+    hf.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--capacity", default="24GiB", help="the GPU memory the allocator may use")
@@ -443,7 +499,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     a = p.parse_args(argv)
     try:
         _require_torch()
-        workload = _load_workload(a.workload)
+        workload = _workload_of(a, p)
         e = estimate(workload, batch=a.batch, steps=a.steps, device=a.device,
                      capacity=a.capacity, config=a.config)
         print(e.explain())

@@ -104,11 +104,6 @@ class AllocatorCore {
 
  private:
   using StreamPools = detail::StreamPools;
-  [[gnu::always_inline]] [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
-                                                                  std::size_t rounded) noexcept;
-  // Out of line: only expandable segments call it, and the hit path stays small.
-  [[gnu::noinline]] [[nodiscard]] detail::Block* best_fit_sparing_tails(
-      detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) const noexcept;
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   // The part of hand_out() a recent block needs: allocated, with its statistics.
   [[gnu::always_inline]] inline void count_allocation(detail::Block* block,

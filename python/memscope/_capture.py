@@ -16,7 +16,9 @@ How (docs/estimate.md has the user's view):
   storage) reports its ``free_completed`` the moment the last tensor using it goes.
 - What CUDA kernels allocate and CPU kernels do not is added where it is known: cuBLAS's
   workspace (one per thread that runs matrix multiplies: the step's and autograd's), and the
-  fp32 buffers of the flash-attention backward pass. ``NOT_MODELED`` lists what is not.
+  buffers of the fused attention backward passes. ``NOT_MODELED`` lists what is not.
+- ``F.scaled_dot_product_attention`` runs the backend CUDA's dispatch would pick on the GPU
+  estimated for (memscope._attention), not the CPU's choice.
 - Categories come from what tensors are: module parameters (seen by global forward hooks),
   their ``.grad``, optimizer state (global optimizer step hooks), tensors autograd saves for
   backward (saved-tensor hooks); everything else is a temporary.
@@ -41,12 +43,17 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-# cuBLAS's workspace sizes: see memscope._gpus.
-from ._gpus import CUBLAS_WORKSPACE_OLDER, CUBLAS_WORKSPACE_SM90, Gpu, gpu_for
+from . import _attention, _hf_patches
+from ._capture_scope import CAPTURE_LOCK, in_capture, replaced
 from ._memscope import Error, UsageError
 
-__all__ = ["CUBLAS_WORKSPACE_OLDER", "CUBLAS_WORKSPACE_SM90", "CaptureError", "Capture",
-           "capture"]
+# cuBLAS's workspace per (handle, stream): PyTorch's default, in
+# aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on
+# compute capability 9.x and newer (Hopper, Blackwell), ":4096:2:16:8" = 8 MiB + 128 KiB
+# before. It is allocated through the caching allocator at a thread's first matrix multiply
+# and kept; autograd's backward runs on its own thread, hence its own handle and workspace.
+CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
+CUBLAS_WORKSPACE_OLDER = 4096 * 1024 * 2 + 16 * 1024 * 8
 
 CATEGORIES = ("host", "parameters", "gradients", "optimizer state", "activations",
               "temporaries", "workspaces")  # "host": recorded, then found to live on the host
@@ -54,10 +61,8 @@ CATEGORIES = ("host", "parameters", "gradients", "optimizer state", "activations
 NOT_MODELED = (
     "cuDNN workspaces (convolutions): cuDNN picks algorithms and their workspace on the GPU; "
     "a conv net's peak may be higher than estimated",
-    "the memory-efficient attention kernel's backward workspace (fp32 scaled-dot-product "
-    "attention); flash attention's fp32 buffers are modelled",
-    "kernels PyTorch's CPU dispatch picks differently from CUDA's: where CPU attention falls "
-    "back to the math path but CUDA would use a fused kernel, the estimate is high",
+    "attention backward workspaces are modelled from the kernels' sources, not measured: "
+    "the memory-efficient kernel's key splits and cuDNN's graph workspace are approximations",
     "autocast(\"cuda\") runs as CPU autocast with the same dtype, and CUDA autocast's fp32 "
     "ops are cast at their Python call (torch.exp, F.softmax, F.cross_entropy, ...); an op "
     "called from C++ inside another (a composite) follows CPU autocast's lists",
@@ -84,11 +89,6 @@ _AUTOCAST_FP32_DTYPE = frozenset(
 _MATMULS = frozenset(
     ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "_addmm_activation", "matmul",
      "dot", "vdot", "addr", "_int_mm", "_scaled_mm"))
-_FLASH_BACKWARD = frozenset(
-    ("_scaled_dot_product_flash_attention_for_cpu_backward",
-     "_scaled_dot_product_flash_attention_backward"))
-
-
 class CaptureError(Error, RuntimeError):
     """The step cannot be captured without a GPU: an op with no fake kernel, an output whose
     shape or value depends on data (``.item()``, ``nonzero``), or code that needs a real CUDA
@@ -125,18 +125,7 @@ class Capture:
     ops: int = 0
     workspace_bytes: int = 0
     setup_reads: int = 0  # tensor values read while the model was built (zero stood in)
-
-
-# One capture at a time in a process: the patches below replace attributes of torch's modules,
-# which every thread shares. The capture's thread holds the lock; the patched functions and the
-# global hooks act for that thread alone and hand every other thread torch's own behaviour.
-_CAPTURE_LOCK = threading.Lock()
-_owner: Optional[int] = None  # threading.get_ident() of the thread capturing, None when none
-
-
-def _in_capture() -> bool:
-    """Whether the calling thread is the one running a capture."""
-    return _owner is not None and _owner == threading.get_ident()
+    attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
 
 
 def _rewrite_device(value: Any) -> tuple[Any, bool]:
@@ -155,8 +144,9 @@ def _rewrite_device(value: Any) -> tuple[Any, bool]:
 class _Recorder:
     """The state of one capture, shared by the modes and hooks."""
 
-    def __init__(self, workspace_bytes: int) -> None:
+    def __init__(self, workspace_bytes: int, gpu: Optional[_attention.Gpu] = None) -> None:
         self.capture = Capture(workspace_bytes=workspace_bytes)
+        self.gpu = gpu  # the GPU estimated for: how CUDA would dispatch attention
         self.live: dict[int, int] = {}  # storage key -> addr
         self.refs: dict[int, Any] = {}  # addr -> weakref to the storage
         self.next_addr = 0x7F0000000000
@@ -175,6 +165,14 @@ class _Recorder:
         self.in_scaler_step = 0  # > 0 inside GradScaler's step (its found-inf read)
         self.threads: set[threading.Thread] = set()  # started by the capturing thread
         self.foreign_forward = ""  # a module run by one of them: the thread's name
+
+    def in_autocast(self) -> bool:
+        """Inside autocast("cuda") (run as CPU autocast), or inside the CPU autocast that
+        activation checkpointing re-enters for its recomputation (the tensors' device is the
+        CPU, so it saved CPU autocast's state)."""
+        import torch
+
+        return self.autocast > 0 or torch.is_autocast_enabled("cpu")
 
     # ---- events ---------------------------------------------------------------------------
 
@@ -284,6 +282,12 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
             moved = False
+            if name == "backward" and func in (torch.Tensor.backward, torch.autograd.backward):
+                # The mode is off inside its own handler, and a backward runs user code again
+                # (activation checkpointing's recomputation), which must see it: the engine
+                # runs with the mode back on.
+                with self:
+                    return _run_backward(func, args, kwargs)
             if name in ("cuda", "to") and args and isinstance(args[0], torch.Tensor):
                 t = args[0]
                 if name == "cuda":
@@ -306,12 +310,14 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
                         return t.to(copy=True, **how) if how else t.clone()
                     finally:
                         rec.device_depth -= 1
+            if name == "scaled_dot_product_attention" and rec.gpu is not None:
+                return _attention_as_cuda(rec, args, kwargs)
             if "device" in kwargs:
                 kwargs["device"], moved = _rewrite_device(kwargs["device"])
             if kwargs.get("device") is None and _cuda_by_default(rec) and (
                     func in _device_constructors()):
                 kwargs["device"], moved = "cpu", True  # set_default_device("cuda")
-            if rec.autocast and (name in _AUTOCAST_FP32 or name in _AUTOCAST_FP32_DTYPE):
+            if (name in _AUTOCAST_FP32 or name in _AUTOCAST_FP32_DTYPE) and rec.in_autocast():
                 args, kwargs = _autocast_fp32(name, args, kwargs)
             if not moved:
                 return func(*args, **kwargs)
@@ -339,6 +345,39 @@ def _cuda_by_default(rec: _Recorder) -> bool:
     return rec.default_cuda or (current is not None and current.type == "cuda")
 
 
+def _run_backward(func: Any, args: Any, kwargs: dict[str, Any]) -> None:
+    """Tensor.backward / torch.autograd.backward without their __torch_function__ check (which
+    would call the mode again): the gradients made as torch.autograd.backward makes them, then
+    the autograd engine."""
+    import torch
+    from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+    from torch.autograd.graph import _engine_run_backward
+
+    if func is torch.Tensor.backward:
+        names: tuple[str, ...] = ("tensors", "grad_tensors", "retain_graph", "create_graph",
+                                  "inputs")
+        bound = dict(zip(names, args, strict=False))
+        if "gradient" in kwargs:
+            bound["grad_tensors"] = kwargs.pop("gradient")
+        bound.update(kwargs)
+    else:
+        names = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables",
+                 "inputs")
+        bound = {**dict(zip(names, args, strict=False)), **kwargs}
+    tensors = bound["tensors"]
+    tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+    inputs = bound.get("inputs")
+    inputs = (() if inputs is None else
+              (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs))
+    grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(bound.get("grad_tensors"),
+                                                             len(tensors)),
+                        is_grads_batched=False)
+    create_graph = bool(bound.get("create_graph", False))
+    retain_graph = bound.get("retain_graph")
+    _engine_run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
+                         create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
+
+
 def _record_mode(rec: _Recorder) -> Any:
     """A TorchDispatchMode that records every storage an op creates on the device into `rec`."""
     import torch
@@ -364,9 +403,9 @@ def _record_mode(rec: _Recorder) -> Any:
             if on_device:
                 if name in _MATMULS:
                     rec.workspace(phase)
-                if name in _FLASH_BACKWARD:
+                if name in _attention.FUSED_BACKWARD:
                     extra = [rec.alloc(n, phase, op=f"{name} (CUDA buffer)")
-                             for n in _flash_backward_buffers(args)]
+                             for n in _attention.backward_buffers(name, args)]
             if name == "_local_scalar_dense" and rec.in_scaler_step:
                 # GradScaler's step asks whether any gradient was inf or NaN (a value no fake
                 # tensor has): none, as on a healthy run, so the optimizer steps. Values the
@@ -386,9 +425,14 @@ def _record_mode(rec: _Recorder) -> Any:
             except Exception as e:  # reported with the op's name
                 raise _capture_error(func, e) from e
             if on_device:
-                for t in tree_flatten(out)[0]:
-                    if isinstance(t, torch.Tensor):
-                        rec.track(t.untyped_storage(), phase, name)
+                host = _attention.host_outputs(name, args, kwargs)
+                outs = out if host and isinstance(out, tuple) else (out,)
+                for i, o in enumerate(outs):
+                    if i in host:  # CUDA's kernel keeps this output on the host
+                        continue
+                    for t in tree_flatten(o)[0]:
+                        if isinstance(t, torch.Tensor):
+                            rec.track(t.untyped_storage(), phase, name)
             for addr in extra:
                 rec.free(addr)
             return out
@@ -416,20 +460,28 @@ def _autocast_fp32(name: str, args: Any, kwargs: dict[str, Any]) -> tuple[Any, d
     return tuple(up(a) for a in args), {k: up(v) for k, v in kwargs.items()}
 
 
-def _flash_backward_buffers(args: Any) -> list[int]:
-    """Bytes of the fp32 buffers CUDA's flash-attention backward allocates (flash_api.cpp,
-    mha_bwd): softmax_d (batch, heads, seqlen_q rounded up to 128) and dq_accum (batch,
-    seqlen_q rounded to 128, heads, head_dim rounded to 32, or 64 above 128). Half precision
-    only: CUDA runs fp32 attention on another kernel."""
+def _attention_as_cuda(rec: _Recorder, args: Any, kwargs: dict[str, Any]) -> Any:
+    """F.scaled_dot_product_attention on the backend CUDA's dispatch would choose for rec.gpu
+    (memscope._attention). Under autocast("cuda") its floating inputs are cast first, as CUDA
+    autocast does for this op (lower precision list), and the backend runs without autocast."""
     import torch
 
-    q = args[1] if len(args) > 1 else None
-    if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.dtype == torch.float32:
-        return []
-    b, h, lq, d = (int(x) for x in q.shape)
-    lq_r = (lq + 127) // 128 * 128
-    d_r = (d + 31) // 32 * 32 if d <= 128 else (d + 63) // 64 * 64
-    return [b * h * lq_r * 4, b * lq_r * h * d_r * 4]
+    call, scale = _attention.parse_call(args, kwargs)
+    assert rec.gpu is not None
+    if rec.in_autocast():
+        low = torch.get_autocast_dtype("cpu")
+
+        def cast(t: Any) -> Any:
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != low:
+                return t.to(low)
+            return t
+
+        call.q, call.k, call.v, call.mask = (cast(t) for t in (call.q, call.k, call.v,
+                                                                call.mask))
+    backend = _attention.choose_backend(call, rec.gpu)
+    rec.capture.attention[backend] = rec.capture.attention.get(backend, 0) + 1
+    with torch.autocast("cpu", enabled=False):
+        return _attention.run(call, scale, backend)
 
 
 def _capture_error(func: Any, e: Exception) -> CaptureError:
@@ -446,37 +498,19 @@ def _capture_error(func: Any, e: Exception) -> CaptureError:
 
 
 @contextmanager
-def _patched_torch(rec: _Recorder, gpu: Gpu) -> Iterator[None]:
+def _patched_torch(rec: _Recorder, gpu: _attention.Gpu, capacity: int) -> Iterator[None]:
     """What the capture changes in torch while it runs, undone after. Every replacement acts
-    for the capturing thread alone (_in_capture()); other threads get torch's own function."""
+    for the capturing thread alone (in_capture()); other threads get torch's own function."""
     with ExitStack() as stack:
         stack.enter_context(_fake_swap_patch())
         stack.enter_context(_autocast_patch(rec))
         stack.enter_context(_foreach_patch())
-        stack.enter_context(_cuda_patch(gpu))
+        stack.enter_context(_cuda_patch(gpu, capacity))
         stack.enter_context(_default_device_patch(rec))
         stack.enter_context(_grad_scaler_patch(rec))
         stack.enter_context(_thread_patch(rec))
+        stack.enter_context(_hf_patches.patched_transformers())
         yield
-
-
-@contextmanager
-def _replaced(holder: Any, name: str, replacement: Callable[..., Any]) -> Iterator[Any]:
-    """holder.name is `replacement` for the capturing thread and the original for every other
-    thread (the wrapper calls it), until the block ends; yields the original."""
-    original = getattr(holder, name)
-
-    def scoped(*args: Any, **kwargs: Any) -> Any:
-        if _in_capture():
-            return replacement(*args, **kwargs)
-        return original(*args, **kwargs)
-
-    scoped.__wrapped__ = original  # type: ignore[attr-defined]
-    setattr(holder, name, scoped)
-    try:
-        yield original
-    finally:
-        setattr(holder, name, original)
 
 
 @contextmanager
@@ -496,7 +530,7 @@ def _fake_swap_patch() -> Iterator[None]:
                     del memo[k]
         swap(t1, t2)  # type: ignore[no-untyped-call]
 
-    with _replaced(torch.utils, "swap_tensors", swap_fake):
+    with replaced(torch.utils, "swap_tensors", swap_fake):
         yield
 
 
@@ -527,9 +561,9 @@ def _autocast_patch(rec: _Recorder) -> Iterator[None]:
         return autocast_exit(self, *exc)
 
     with ExitStack() as stack:
-        init = stack.enter_context(_replaced(autocast, "__init__", cpu_autocast))
-        autocast_enter = stack.enter_context(_replaced(autocast, "__enter__", enter))
-        autocast_exit = stack.enter_context(_replaced(autocast, "__exit__", exit))
+        init = stack.enter_context(replaced(autocast, "__init__", cpu_autocast))
+        autocast_enter = stack.enter_context(replaced(autocast, "__enter__", enter))
+        autocast_exit = stack.enter_context(replaced(autocast, "__exit__", exit))
         yield
 
 
@@ -552,13 +586,13 @@ def _foreach_patch() -> Iterator[None]:
                and getattr(m, "_default_to_fused_or_foreach", None) is default_foreach]
     with ExitStack() as stack:
         for m in holders:
-            stack.enter_context(_replaced(m, "_default_to_fused_or_foreach", cuda_foreach))
+            stack.enter_context(replaced(m, "_default_to_fused_or_foreach", cuda_foreach))
         yield
 
 
 def _for_user(fake: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
     """`fake` when the workload's code calls, `real` when PyTorch's own code does: it must keep
-    seeing no CUDA, since its kernels run on the CPU. For _replaced(), which adds one frame."""
+    seeing no CUDA, since its kernels run on the CPU. For replaced(), which adds one frame."""
 
     def query(*args: Any, **kwargs: Any) -> Any:
         # 0: query, 1: _replaced's wrapper, 2: the caller.
@@ -602,11 +636,11 @@ class _DeviceProperties:
 
 
 @contextmanager
-def _cuda_patch(gpu: Gpu) -> Iterator[None]:
+def _cuda_patch(gpu: _attention.Gpu, capacity: int) -> Iterator[None]:
     """The step's code believes what it was written for: one CUDA device is there, the GPU
-    `gpu` describes (count 1, its capability, bf16, memory), and calls that would reach the
-    CUDA runtime (synchronize, the allocator's statistics) do nothing. Only the user's code is
-    told so: PyTorch's own code must keep seeing no CUDA (it answers torch's own way)."""
+    `gpu` describes (count 1, its capability, bf16 from 8.0 on, `capacity` as its memory), and
+    calls that would reach the CUDA runtime (synchronize, the allocator's statistics) do
+    nothing. Only the user's code is told so: PyTorch's own code must keep seeing no CUDA."""
     import torch
 
     def capability(device: Any = None) -> tuple[int, int]:
@@ -619,10 +653,10 @@ def _cuda_patch(gpu: Gpu) -> Iterator[None]:
 
     def properties(device: Any = None) -> _DeviceProperties:
         _device_index("get_device_properties", device)
-        return _DeviceProperties(gpu.name, gpu.major, gpu.minor, gpu.total_memory)
+        return _DeviceProperties(gpu.name, gpu.major, gpu.minor, capacity)
 
     def bf16(including_emulation: bool = True) -> bool:
-        return gpu.bf16
+        return gpu.major >= 8  # bfloat16 arithmetic: Ampere on
 
     def set_device(device: Any) -> None:
         _device_index("set_device", device)
@@ -645,10 +679,10 @@ def _cuda_patch(gpu: Gpu) -> Iterator[None]:
     }
     with ExitStack() as stack:
         for attr, fake in fakes.items():
-            stack.enter_context(_replaced(torch.cuda, attr,
+            stack.enter_context(replaced(torch.cuda, attr,
                                           _for_user(fake, getattr(torch.cuda, attr))))
         for attr, fn in no_ops.items():
-            stack.enter_context(_replaced(torch.cuda, attr, fn))
+            stack.enter_context(replaced(torch.cuda, attr, fn))
         yield
 
 
@@ -683,8 +717,8 @@ def _default_device_patch(rec: _Recorder) -> Iterator[None]:
         return torch.device("cuda", 0) if rec.default_cuda else real_get()
 
     with ExitStack() as stack:
-        real_set = stack.enter_context(_replaced(torch, "set_default_device", set_default))
-        real_get = stack.enter_context(_replaced(torch, "get_default_device",
+        real_set = stack.enter_context(replaced(torch, "set_default_device", set_default))
+        real_get = stack.enter_context(replaced(torch, "get_default_device",
                                                  _for_user(get_default, torch.get_default_device)))
         try:
             yield
@@ -713,9 +747,9 @@ def _grad_scaler_patch(rec: _Recorder) -> Iterator[None]:
             rec.in_scaler_step -= 1
 
     with ExitStack() as stack:
-        stack.enter_context(_replaced(amp_common, "amp_definitely_not_available",
+        stack.enter_context(replaced(amp_common, "amp_definitely_not_available",
                                       lambda: False))
-        real_step = stack.enter_context(_replaced(scaler, "_maybe_opt_step", maybe_opt_step))
+        real_step = stack.enter_context(replaced(scaler, "_maybe_opt_step", maybe_opt_step))
         yield
 
 
@@ -727,7 +761,7 @@ def _thread_patch(rec: _Recorder) -> Iterator[None]:
         rec.threads.add(self)
         real_start(self)
 
-    with _replaced(threading.Thread, "start", start) as real_start:
+    with replaced(threading.Thread, "start", start) as real_start:
         yield
 
 
@@ -757,7 +791,7 @@ class _Hooks:
                 self.rec.mark(p.grad, "gradients")
 
     def pre(self, module: Any, _args: Any) -> None:
-        if not _in_capture():
+        if not in_capture():
             if threading.current_thread() in self.rec.threads:
                 self.rec.foreign_forward = threading.current_thread().name
             return
@@ -770,11 +804,11 @@ class _Hooks:
         self.rec.module_stack.append(self.name_of(module))
 
     def post(self, _module: Any, _args: Any, _out: Any) -> None:
-        if _in_capture() and self.rec.module_stack:
+        if in_capture() and self.rec.module_stack:
             self.rec.module_stack.pop()
 
     def opt_pre(self, opt: Any, _args: Any, _kwargs: Any) -> None:
-        if not _in_capture():
+        if not in_capture():
             return
         self.rec.in_optimizer += 1
         self.mark_grads()
@@ -785,7 +819,7 @@ class _Hooks:
                     self.rec.mark(p.grad, "gradients")
 
     def opt_post(self, opt: Any, _args: Any, _kwargs: Any) -> None:
-        if not _in_capture():
+        if not in_capture():
             return
         rec = self.rec
         rec.in_optimizer = max(0, rec.in_optimizer - 1)
@@ -827,34 +861,32 @@ class _Hooks:
 
 
 def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
-            workspace_bytes: int, gpu: Optional[Gpu] = None) -> Capture:
+            workspace_bytes: int, gpu: Optional[_attention.Gpu] = None,
+            capacity: int = 80 << 30) -> Capture:
     """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc.
-    `gpu` is the device the step's CUDA queries describe (default: a Hopper-class GPU of
-    80 GiB). One capture runs at a time in a process: a second thread waits for the first; a
-    capture started inside another (the workload calls estimate) raises UsageError."""
-    global _owner
-    if _in_capture():
+    `gpu`: attention runs the backend CUDA would choose on it (None: as on the CPU), and the
+    step's CUDA queries describe it (None: a Hopper-class GPU), with `capacity` as its memory.
+    One capture runs at a time in a process: a second thread waits for the first; a capture
+    started inside another (the workload calls estimate) raises UsageError."""
+    if in_capture():
         raise UsageError("memscope.estimate: called inside a capture (the workload or its step "
                          "calls memscope.estimate or max_batch): call it outside the workload")
-    with _CAPTURE_LOCK:
-        _owner = threading.get_ident()
-        try:
-            return _capture_owned(workload, batch, steps, workspace_bytes,
-                                  gpu if gpu is not None else gpu_for("cuda", 80 << 30))
-        finally:
-            _owner = None
+    with CAPTURE_LOCK.held():
+        return _capture_owned(workload, batch, steps, workspace_bytes, gpu, capacity)
 
 
 def _capture_owned(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
-                   workspace_bytes: int, gpu: Gpu) -> Capture:
-    """capture(), on the thread that holds _CAPTURE_LOCK."""
+                   workspace_bytes: int, gpu: Optional[_attention.Gpu],
+                   capacity: int) -> Capture:
+    """capture(), on the thread that holds CAPTURE_LOCK."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    rec = _Recorder(workspace_bytes)
+    rec = _Recorder(workspace_bytes, gpu)
     rec.steps = steps
     hooks = _Hooks(rec)
     with ExitStack() as stack:
-        stack.enter_context(_patched_torch(rec, gpu))
+        stack.enter_context(_patched_torch(
+            rec, gpu if gpu is not None else _attention.gpu_for("cuda"), capacity))
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(_record_mode(rec))
         stack.enter_context(_device_rewrite_mode(rec))

@@ -24,7 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from ._gpus import Gpu, gpu_for
 from ._memscope import (
     ReplayResult,
     Trace,
@@ -80,20 +79,46 @@ def _config(value: Any) -> str:
     return value
 
 
+def _workspace_for(device: str) -> int:
+    """cuBLAS's workspace for the device named: 32 MiB for Hopper and newer (H100, H200, B200,
+    "sm90"...), else the 8 MiB + 128 KiB PyTorch uses before; see memscope._capture."""
+    from . import _capture
+
+    d = device.lower()
+    if d.startswith("cuda") or any(k in d for k in ("h100", "h200", "h800", "gh200", "b100",
+                                                     "b200", "gb200", "sm90", "sm100", "sm120")):
+        return _capture.CUBLAS_WORKSPACE_SM90
+    return _capture.CUBLAS_WORKSPACE_OLDER
+
+
+def _device(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"device: expected a GPU name such as \"h100\", \"a100\" or "
+                        f"\"cuda:0\", got {type(value).__name__}")
+    return value
+
+
 def _arguments(workload: Any, capacity: Size, steps: Any, device: Any, config: Any,
-               workspace_bytes: Any) -> tuple[int, Gpu, int]:
+               workspace_bytes: Any) -> tuple[int, int]:
     """Every argument estimate and max_batch share, checked before any capture: (capacity in
-    bytes, the GPU, cuBLAS's workspace)."""
+    bytes, cuBLAS's workspace)."""
     if not callable(workload):
         raise TypeError(f"workload: expected a function workload(batch) returning the step, "
-                        f"got {type(workload).__name__}")
+                        f"or a transformers.Trainer, got {type(workload).__name__}")
     _count(steps, "steps")
     cap = _size(capacity, "capacity")
-    gpu = gpu_for(device, cap)
+    _device(device)
     _config(config)
     if workspace_bytes is None:
-        return cap, gpu, gpu.cublas_workspace
-    return cap, gpu, _count(workspace_bytes, "workspace_bytes", 0)
+        return cap, _workspace_for(device)
+    return cap, _count(workspace_bytes, "workspace_bytes", 0)
+
+
+def _gpu(device: str) -> Any:
+    """How the GPU named `device` dispatches attention (memscope._attention)."""
+    from . import _attention
+
+    return _attention.gpu_for(device)
 
 
 @dataclass
@@ -120,6 +145,7 @@ class Estimate:
     replay_seconds: float
     ops: int
     not_modeled: tuple[str, ...] = field(default_factory=tuple)
+    attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
 
     def explain(self) -> str:
         """An aligned text report: the peaks, the fit, what is live at the peak and what the
@@ -142,9 +168,14 @@ class Estimate:
             lines.append("by module (forward allocations; others by phase):")
             for name, n in self.top_modules:
                 lines.append(f"  {name[:26]:<26}  {format_bytes(n):>12}  {100 * n / total:5.1f}%")
+        if self.attention:
+            calls = ", ".join(f"{n} on {b}" for b, n in sorted(self.attention.items()))
+            lines.append(f"attention (scaled_dot_product_attention as CUDA dispatches it on "
+                         f"{self.device}): {calls}")
         lines.append(f"modelled: storage sizes of every op; cuBLAS workspaces of "
-                     f"{format_bytes(self.workspace_bytes)} per thread; flash-attention backward "
-                     "buffers; the caching allocator's rounding, splitting and cache")
+                     f"{format_bytes(self.workspace_bytes)} per thread; the attention backend "
+                     "CUDA picks, its saved tensors and backward buffers; the caching "
+                     "allocator's rounding, splitting and cache")
         lines.append("not modelled:")
         lines += [f"  - {x}" for x in self.not_modeled]
         return "\n".join(lines)
@@ -162,7 +193,7 @@ class Estimate:
             "top_modules": [list(m) for m in self.top_modules],
             "workspace_bytes": self.workspace_bytes, "ops": self.ops,
             "capture_seconds": self.capture_seconds, "replay_seconds": self.replay_seconds,
-            "not_modeled": list(self.not_modeled),
+            "not_modeled": list(self.not_modeled), "attention": dict(self.attention),
         }
 
 
@@ -171,23 +202,39 @@ def _require_torch() -> None:
         raise ImportError("memscope.estimate needs PyTorch: pip install torch")
 
 
-def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "cuda:0",
-             capacity: Size = "24GiB", config: str = "",
+def _as_workload(workload: Any, batch: Optional[int]) -> tuple[Workload, int]:
+    """(the workload, the batch): a transformers.Trainer becomes the workload of its training
+    step (memscope._trainer), its per-device batch size the default batch; 8 otherwise."""
+    from . import _trainer
+
+    if _trainer.is_trainer(workload):
+        work, per_device = _trainer.trainer_workload(workload)
+        return work, per_device if batch is None else batch
+    return workload, 8 if batch is None else batch
+
+
+def estimate(workload: Union[Workload, Any], batch: Optional[int] = None, steps: int = 3,
+             device: str = "cuda:0", capacity: Size = "24GiB", config: str = "",
              workspace_bytes: Optional[int] = None) -> Estimate:
     """Captures `steps` runs of the step ``workload(batch)`` returns, on fake tensors (nothing
     is allocated, no GPU is needed), and replays it on a simulated device of `capacity` with the
-    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `device` names the GPU the
-    estimate is for (it chooses cuBLAS's workspace size; "cuda:0" means a Hopper-class GPU);
-    `workspace_bytes` overrides that size. Raises memscope.CaptureError naming the op when the
-    step cannot run without data (an op with no fake kernel, ``.item()``, data-dependent
-    shapes)."""
+    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `workload` may also be a
+    transformers.Trainer: its training step, with its arguments and one batch of its data
+    collator; `batch` defaults to its per-device batch size (else 8). `device` names the GPU the
+    estimate is for (it chooses cuBLAS's workspace size and the attention kernels; "cuda:0"
+    means a Hopper-class GPU); `workspace_bytes` overrides that size. Every argument is checked
+    before the capture (TypeError or ValueError naming it, memscope.ConfigError for `config`).
+    Raises memscope.CaptureError naming the op when the step cannot run without data (an op
+    with no fake kernel, ``.item()``, data-dependent shapes), StepTooLargeError when it needs
+    more than any GPU has."""
+    workload, batch = _as_workload(workload, batch)
     _count(batch, "batch")
-    cap, gpu, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
+    cap, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
     _require_torch()
     from . import _capture
 
     t0 = time.perf_counter()
-    c = _capture.capture(workload, batch, steps, ws, gpu)
+    c = _capture.capture(workload, batch, steps, ws, gpu=_gpu(device), capacity=cap)
     return _evaluate(c, batch, steps, device, cap, config, time.perf_counter() - t0)
 
 
@@ -220,7 +267,8 @@ def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str
         peak_allocated=peak_allocated, peak_reserved=free.peak_reserved, fits=not on_cap.oom,
         by_category=by_category, top_modules=modules, trace=trace, replay=on_cap,
         workspace_bytes=c.workspace_bytes, capture_seconds=capture_seconds,
-        replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED)
+        replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED,
+        attention=dict(c.attention))
 
 
 def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
@@ -367,7 +415,7 @@ def _largest_fitting(fits: Callable[[int], bool], lo: int, hi: Optional[int],
     return lo
 
 
-def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
+def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: int = 3,
               device: str = "cuda:0", config: str = "", limit: int = 1 << 16,
               workspace_bytes: Optional[int] = None) -> BatchSearch:
     """The largest batch whose steps replay on `capacity` without an out-of-memory error.
@@ -382,7 +430,8 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
 
     Every argument is checked before the first capture: TypeError or ValueError naming it,
     memscope.ConfigError for `config`."""
-    cap, gpu, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
+    workload, _ = _as_workload(workload, None)
+    cap, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
     _count(limit, "limit")
     _require_torch()
     from . import _capture
@@ -396,7 +445,7 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
     def captured(b: int) -> bool:
         if b not in tried:
             t = time.perf_counter()
-            c = _capture.capture(workload, b, steps, ws, gpu)
+            c = _capture.capture(workload, b, steps, ws, gpu=_gpu(device), capacity=cap)
             captures[b] = c
             try:
                 estimates[b] = _evaluate(c, b, steps, device, cap, config,
@@ -496,6 +545,29 @@ def _load_workload(spec: str) -> Workload:
     return fn  # type: ignore[no-any-return]
 
 
+def _workload_of(a: argparse.Namespace) -> Workload:
+    """The command line's workload: SCRIPT.py:FUNCTION, or --hf MODEL."""
+    if (a.workload is None) == (a.hf is None):
+        raise _Failure(EXIT_USAGE, "give one of SCRIPT.py:FUNCTION or --hf MODEL")
+    if a.hf is None:
+        return _load_workload(a.workload)
+    from . import _hf_workloads
+
+    if a.seq < 1:
+        raise _Failure(EXIT_USAGE, f"--seq must be positive, got {a.seq}")
+    how = _hf_workloads.Training(bf16=a.bf16, fp16=a.fp16,
+                                 gradient_checkpointing=a.gradient_checkpointing,
+                                 optimizer=a.optim)
+    try:
+        return _hf_workloads.hf_workload(a.hf, seq=a.seq, how=how, attn_implementation=a.attn)
+    except UsageError as err:  # names no model type, config class or config file
+        raise _Failure(EXIT_USAGE, f"--hf {a.hf}: {err}") from err
+    except ImportError as err:  # transformers missing: the environment
+        raise _Failure(EXIT_INTERNAL, f"--hf {a.hf}: {err}") from err
+    except (ValueError, OSError) as err:  # a config file that does not read
+        raise _Failure(EXIT_INPUT, f"--hf {a.hf}: {err}") from err
+
+
 def _render_html(e: Estimate, folder: str) -> bytes:
     """The trace's replay as memscope's HTML report, by the memscope command (MEMSCOPE_EXE,
     set by `memscope estimate`, else `memscope` on PATH), rendered in `folder`."""
@@ -550,7 +622,7 @@ def _run(a: argparse.Namespace) -> int:
         _count(a.steps, "--steps")
         _size(a.capacity, "--capacity")
         _config(a.config)
-        gpu_for(a.device, 1)
+        _device(a.device)
     except (TypeError, ValueError, ConfigError) as err:
         raise _Failure(EXIT_USAGE, str(err)) from err
     try:
@@ -559,7 +631,7 @@ def _run(a: argparse.Namespace) -> int:
         raise _Failure(EXIT_INTERNAL, str(err)) from err
     from ._capture import CaptureError
 
-    workload = _load_workload(a.workload)
+    workload = _workload_of(a)
     try:
         e = estimate(workload, batch=a.batch, steps=a.steps, device=a.device,
                      capacity=a.capacity, config=a.config)
@@ -598,7 +670,18 @@ def main(argv: Optional[list[str]] = None) -> int:
                     "SCRIPT.py builds the model on \"cuda\" and returns the step. Exit 0 when "
                     "it fits --capacity, 1 when it does not, 2 bad argument, 3 a script that "
                     "cannot be loaded or captured, 4 an output not written, 5 internal.")
-    p.add_argument("workload", help="SCRIPT.py:FUNCTION")
+    p.add_argument("workload", nargs="?", help="SCRIPT.py:FUNCTION")
+    hf = p.add_argument_group("a Hugging Face model instead of a script (transformers, nothing "
+                              "downloaded)")
+    hf.add_argument("--hf", metavar="MODEL",
+                    help="model type (gpt2, llama, bert...), config class (GPT2Config) or a "
+                         "local config.json, built with random weights")
+    hf.add_argument("--seq", type=int, default=512, help="sequence length (default 512)")
+    hf.add_argument("--bf16", action="store_true", help="bf16 autocast, as Trainer's bf16=True")
+    hf.add_argument("--fp16", action="store_true", help="fp16 autocast, as Trainer's fp16=True")
+    hf.add_argument("--gradient-checkpointing", action="store_true")
+    hf.add_argument("--optim", default="adamw_torch", help="a Trainer optim name (adamw_torch)")
+    hf.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--capacity", default="24GiB",

@@ -159,7 +159,7 @@ def queries() -> dict[str, Any]:
 
 @pytest.mark.parametrize("device, capability, bf16", [
     ("cuda:0", (9, 0), True), ("a100", (8, 0), True), ("NVIDIA H200", (9, 0), True),
-    ("v100", (7, 0), False), ("sm_86", (8, 6), True)])
+    ("v100", (7, 0), False), ("sm86", (8, 6), True)])
 def test_cuda_queries_answer_as_the_gpu_named(device: str, capability: tuple[int, int],
                                               bf16: bool, unchanged_torch: None) -> None:
     # About 1 s each.

@@ -22,7 +22,7 @@
 //   pointer-map  the pointer map holds exactly the allocated and recent blocks, each under its
 //                address
 //   recent       each stream's RecentFrees lists exactly its recent blocks, once each, and the
-//                allocator's count of them is their number; none at capacity (tight_)
+//                allocator's count of them is their number; none at capacity (FrontCache::bypassed)
 //   pending      every pending stream event refers to a pending block of a live segment
 //   statistics   every current value equals what the blocks say (Snapshot::totals of the
 //                layout, the oversize counts), is not negative and is not above its peak
@@ -35,32 +35,22 @@
 #include <fmt/format.h>
 
 #include "allocator/allocator_core.hpp"
+#include "allocator/invariant.hpp"
 #include "allocator/size_rules.hpp"
 
 namespace memscope {
 
 using detail::Block;
 using detail::Segment;
+using detail::StreamPools;
 
 namespace {
 
 [[noreturn]] void broken(const char* invariant, const std::string& what) {
-  throw InternalError(fmt::format("memscope: allocator invariant '{}' broken: {}", invariant, what),
-                      invariant);
+  detail::broken_invariant(invariant, what);
 }
 
-std::string describe(const Block* b) {
-  if (b == nullptr) return "(no block)";
-  return fmt::format("block {:#x} of {} bytes{}{}{}{} in segment {:#x}", b->address, b->size,
-                     b->use.allocated ? ", allocated" : "", b->cached ? ", cached" : "",
-                     b->recent ? ", recent" : "", b->unmapped ? ", unmapped" : "",
-                     b->segment != nullptr ? b->segment->base : 0);
-}
-
-std::string describe(const Segment* s) {
-  return fmt::format("segment {:#x} of {} bytes ({} pool, stream {})", s->base, s->size,
-                     s->small_pool ? "small" : "large", s->stream);
-}
+using detail::describe;
 
 }  // namespace
 
@@ -71,20 +61,21 @@ void AllocatorCore::validate() const {
   std::size_t allocated = 0;
   std::int64_t oversize_allocations = 0;
   std::int64_t oversize_segments = 0;
-  all.reserve(2 * live_.size() + 64);  // a guess that saves most regrowth
-  cached.reserve(live_.size() + 64);
+  const detail::PointerMap& live_map = store_.live();
+  all.reserve(2 * live_map.size() + 64);  // a guess that saves most regrowth
+  cached.reserve(live_map.size() + 64);
   std::unordered_map<StreamId, std::size_t> segments_of;  // live segments per stream
   std::unordered_set<const Segment*> live_segments;       // to look up without a walk per stream
   const Segment* previous_segment = nullptr;
-  for (const Segment* s = segments_; s != nullptr; previous_segment = s, s = s->next) {
+  for (const Segment* s = store_.segments(); s != nullptr; previous_segment = s, s = s->next) {
     live_segments.insert(s);
     if (s->prev != previous_segment) broken("tiling", describe(s) + ": wrong prev link");
     if (s->first == nullptr || s->first->address != s->base || s->first->prev != nullptr) {
       broken("tiling", describe(s) + ": its first block does not start it");
     }
-    const auto pools = pools_.find(s->stream);
-    if (pools == pools_.end() || pools->second->stream != s->stream ||
-        s->bins != (s->small_pool ? &pools->second->small : &pools->second->large)) {
+    const StreamPools* const pools = store_.pools_of(s->stream);
+    if (pools == nullptr || pools->stream != s->stream ||
+        s->bins != (s->small_pool ? &pools->small : &pools->large)) {
       broken("free-bins", describe(s) + ": its bins are not its stream's pool of its kind");
     }
     if (s->stat_pool != detail::pool_index(s->small_pool)) {
@@ -93,8 +84,8 @@ void AllocatorCore::validate() const {
     ++segments_of[s->stream];
     if (s->size >= config_.max_split_size && !s->expandable) ++oversize_segments;
     {
-      const bool grown = pools != pools_.end() && (pools->second->expandable_small == s ||
-                                                   pools->second->expandable_large == s);
+      const bool grown =
+          pools != nullptr && (pools->expandable_small == s || pools->expandable_large == s);
       const detail::FrontCacheRoom want =
           s->expandable ? detail::kClosedRoom : detail::FrontCacheRoom{};
       if (!grown && (s->room.limit != want.limit || s->room.next != want.next)) {
@@ -139,7 +130,7 @@ void AllocatorCore::validate() const {
       }
       if (b->recent) {
         recent.push_back(b);
-        if (live_.find(b->address) != b) {
+        if (live_map.find(b->address) != b) {
           broken("pointer-map", describe(b) + ": recent, but not found under its address");
         }
       }
@@ -184,7 +175,7 @@ void AllocatorCore::validate() const {
       if (b->use.allocated) {
         ++allocated;
         if (b->size >= config_.max_split_size) ++oversize_allocations;
-        if (live_.find(b->address) != b) {
+        if (live_map.find(b->address) != b) {
           broken("pointer-map", describe(b) + ": not found under its address");
         }
       }
@@ -198,7 +189,7 @@ void AllocatorCore::validate() const {
                                     s->mapped_bytes));
     }
   }
-  const Snapshot snap = layout();  // in address order; the walk above ruled out cycles
+  const Snapshot snap = store_.layout();  // in address order; the walk above ruled out cycles
   for (std::size_t i = 1; i < snap.segments.size(); ++i) {
     const SegmentInfo& a = snap.segments[i - 1];
     if (a.address + a.total_size > snap.segments[i].address) {
@@ -208,15 +199,16 @@ void AllocatorCore::validate() const {
   }
   // Every allocated block was found under its own (distinct) address, so an equal size means
   // the map holds nothing else.
-  if (live_.size() != allocated + recent.size()) {
+  if (live_map.size() != allocated + recent.size()) {
     broken("pointer-map", fmt::format("it holds {} entries for {} allocated and {} recent blocks",
-                                      live_.size(), allocated, recent.size()));
+                                      live_map.size(), allocated, recent.size()));
   }
 
   std::vector<const Block*> in_bins;
   in_bins.reserve(cached.size());
-  for (const auto& [stream, pools] : pools_) {
-    if (pools == nullptr || pools->stream != stream) {
+  store_.for_each_pools([&](StreamId stream, const StreamPools& stream_pools) {
+    const StreamPools* const pools = &stream_pools;
+    if (pools->stream != stream) {
       broken("stream-pools",
              fmt::format("the pools filed under stream {} are not its own", stream));
     }
@@ -260,34 +252,23 @@ void AllocatorCore::validate() const {
         }
       }
     }
-  }
-  check_page_donors();
+  });
+  store_.check_page_donors();
   std::vector<const Block*> listed_recent;
-  for (const auto& [stream, pools] : pools_) {
-    const detail::RecentFrees& list = pools->recent;
-    if (list.count > list.blocks.size()) {
-      broken("recent", fmt::format("stream {} lists {} recent blocks", stream, list.count));
-    }
-    for (std::size_t i = 0; i < list.count; ++i) {
-      const Block* b = list.blocks[i];
-      if (b == nullptr || b->segment == nullptr || b->segment->recent != &list) {
-        broken("recent", describe(b) + fmt::format(": listed as recent by stream {}", stream));
-      }
-      listed_recent.push_back(b);
-    }
-  }
+  store_.for_each_pools([&](StreamId stream, const StreamPools& pools) {
+    front_cache_.check(pools.recent, stream, listed_recent);
+  });
   std::sort(recent.begin(), recent.end());
   std::sort(listed_recent.begin(), listed_recent.end());
   if (recent != listed_recent) {
     broken("recent",
            fmt::format("{} recent blocks, {} listed", recent.size(), listed_recent.size()));
   }
-  if (no_pools_.recent.count != 0 || no_pools_.segments != 0) {
+  if (store_.no_pools()->recent.count != 0 || store_.no_pools()->segments != 0) {
     broken("stream-pools", "the stand-in for no cached pools holds blocks");
   }
-  if (last_pools_ != &no_pools_) {
-    const auto found = pools_.find(last_pools_->stream);
-    if (found == pools_.end() || found->second.get() != last_pools_) {
+  if (const StreamPools* last = store_.last_pools(); last != store_.no_pools()) {
+    if (store_.pools_of(last->stream) != last) {
       broken("stream-pools", "the cached last-used pools are not among the live ones");
     }
   }
@@ -301,13 +282,9 @@ void AllocatorCore::validate() const {
                                 ? ": cached but missing from the bins (or listed twice)"
                                 : ": in the bins but not a cached block of a live segment"));
   }
-  if (!pending_.empty()) std::sort(all.begin(), all.end());
-  for (const PendingEvent& pe : pending_) {
-    if (!std::binary_search(all.begin(), all.end(), pe.block) || pe.block->use.allocated ||
-        pe.block->cached || pe.block->pending_events == 0) {
-      broken("pending",
-             "a stream event waits for " + describe(pe.block) + ", which is not pending");
-    }
+  if (events_.any_pending()) {
+    std::sort(all.begin(), all.end());
+    events_.check(all);
   }
 
   // Statistics: the snapshot's rebuild is the reference (the same one users compare with).
@@ -321,30 +298,11 @@ void AllocatorCore::validate() const {
       expected.inactive_split_bytes[i].current -= static_cast<std::int64_t>(b->size);
     }
   }
-  // `pool` is "" for statistics kept once.
-  const auto check = [](std::string_view name, std::string_view pool, const Stat& live,
-                        std::int64_t want) {
-    const std::string_view dot = pool.empty() ? "" : ".";
-    if (live.current != want) {
-      broken("statistics", fmt::format("{}{}{}.current is {}, the blocks say {}", name, dot, pool,
-                                       live.current, want));
-    }
-    if (live.current < 0 || live.current > live.peak) {
-      broken("statistics", fmt::format("{}{}{}: current {} is negative or above peak {}", name, dot,
-                                       pool, live.current, live.peak));
-    }
-  };
-  const MemoryStats live = stats();  // active ones derived from allocation's and waiting_
-  for (const StatFamily& family : kStatFamilies) {
-    for (std::size_t pool = 0; pool < kStatPools; ++pool) {
-      check(family.name, kStatPoolNames[pool], (live.*family.member)[pool],
-            (expected.*family.member)[pool].current);
-    }
-  }
-  check("oversize_allocations", "", live.oversize_allocations, oversize_allocations);
-  check("oversize_segments", "", live.oversize_segments, oversize_segments);
+  expected.oversize_allocations.current = oversize_allocations;
+  expected.oversize_segments.current = oversize_segments;
+  statistics_.check(expected);
 
-  if (tight_ && !recent.empty()) {
+  if (front_cache_.bypassed() && !recent.empty()) {
     broken("recent", fmt::format("{} recent blocks, but at capacity (tight_) every free goes to "
                                  "the bins",
                                  recent.size()));
@@ -354,47 +312,6 @@ void AllocatorCore::validate() const {
     broken("hot-path-gate",
            fmt::format("off_hot_path_ is {:#x}; hooks, waiting blocks and settings make it {:#x}",
                        off_hot_path_, off_hot_path_now()));
-  }
-}
-
-void AllocatorCore::check_page_donors() const {
-  std::unordered_set<const detail::FreeBins*> donors;
-  for (const detail::PageDonors& list : page_donors_) {
-    std::size_t listed = 0;
-    for (const detail::FreeBins* d = list.first; d != nullptr && listed <= list.count;
-         d = d->next_donor(), ++listed) {
-      if (!donors.insert(d).second) broken("free-bins", "free bins listed twice as page donors");
-      if (&list != &page_donors_[d->small_pool() ? 0 : 1]) {
-        broken("free-bins", "free bins listed as page donors of the other pool");
-      }
-    }
-    if (listed != list.count) {
-      broken("free-bins",
-             fmt::format("{} page donors counted, {} listed (a cycle?)", list.count, listed));
-    }
-  }
-  std::size_t found = 0;
-  for (const auto& [stream, pools] : pools_) {
-    for (const detail::FreeBins* bins : {&pools->small, &pools->large}) {
-      const detail::PageDonors* want =
-          split_every_remainder_ ? &page_donors_[bins->small_pool() ? 0 : 1] : nullptr;
-      if (bins->donors() != want) {
-        broken("free-bins", fmt::format("stream {}: the {} pool's bins are not listed for page "
-                                        "recycling as the setting says",
-                                        stream, bins->small_pool() ? "small" : "large"));
-      }
-      if (donors.contains(bins) != (bins->page_blocks() > 0)) {
-        broken("free-bins", fmt::format("stream {}: the {} pool's bins hold {} blocks with a whole "
-                                        "page but are {}a page donor",
-                                        stream, bins->small_pool() ? "small" : "large",
-                                        bins->page_blocks(), donors.contains(bins) ? "" : "not "));
-      }
-      if (bins->page_blocks() > 0) ++found;
-    }
-  }
-  if (found != donors.size()) {
-    broken("free-bins", fmt::format("{} page donors listed, {} bins of live streams hold a page",
-                                    donors.size(), found));
   }
 }
 

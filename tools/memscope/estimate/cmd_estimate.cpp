@@ -44,13 +44,16 @@ void use_build_tree_package(const fs::path& exe) {
 
 // The module's options that take a value (python/memscope/_estimate.py, main(); argparse there
 // takes no abbreviations, so these spellings are the only ones).
-constexpr std::array<std::string_view, 8> kValueOptions{
-    "--batch", "--steps", "--capacity", "--config", "--device", "--json", "--html", "--snapshot"};
+constexpr std::array<std::string_view, 12> kValueOptions{
+    "--batch", "--steps",    "--capacity", "--config", "--device", "--json",
+    "--html",  "--snapshot", "--hf",       "--seq",    "--optim",  "--attn"};
 
-// What the checks need from the module's arguments: SCRIPT of SCRIPT.py:FUNCTION, --capacity
-// and the outputs, as `--opt VALUE` or `--opt=VALUE`. Nothing when --help is asked for.
+// What the checks need from the module's arguments: SCRIPT of SCRIPT.py:FUNCTION (or --hf's
+// config file), --capacity and the outputs, as `--opt VALUE` or `--opt=VALUE`. Nothing when
+// --help is asked for.
 struct EstimateArguments {
   std::string script;
+  std::string hf;
   std::string capacity;
   std::vector<NamedPath> outputs;
   bool help = false;
@@ -60,6 +63,7 @@ EstimateArguments scan_arguments(const std::vector<std::string>& args) {
   EstimateArguments out;
   auto take = [&out](std::string_view option, const std::string& value) {
     if (option == "--capacity") out.capacity = value;
+    if (option == "--hf") out.hf = value;
     for (const std::string_view output : {"--json", "--html", "--snapshot"}) {
       if (option == output) out.outputs.push_back({output, value});
     }
@@ -89,7 +93,7 @@ void check_arguments(const std::vector<std::string>& args) {
   const EstimateArguments a = scan_arguments(args);
   if (a.help) return;
   if (!a.capacity.empty()) (void)parse_size_with_unit(a.capacity, "--capacity");
-  check_outputs({{"SCRIPT", a.script}}, a.outputs);
+  check_outputs({{"SCRIPT", a.script}, {"--hf", a.hf}}, a.outputs);
 }
 
 int exec_python(const std::vector<std::string>& args) {

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator/allocator_statistics.hpp"
@@ -57,6 +58,17 @@ class ExpandableSegments final : public SegmentSource {
   [[nodiscard]] std::uint64_t bins_searched_for_pages() const noexcept {
     return bins_searched_for_pages_;
   }
+  // The "mapping" invariant, checked as BlockStore::check() walks (expandable_check.cpp):
+  // segment `s` is in whole pages; its unmapped blocks start and end on page boundaries, are
+  // not neighbours (else "block-state") and are listed in address order, exactly (`listed`:
+  // where the list is, advanced past `b`); the bytes mapped are what the blocks say; the
+  // segment a stream's pool grows is one of its own live expandable segments.
+  static void check_pages(const Segment& s);
+  static void check_unmapped(const Block& b, const Block* before, const Block*& listed);
+  static void check_mapped(const Segment& s, const Block* listed, std::size_t mapped);
+  static void check_growing(StreamId stream, const StreamPools& pools,
+                            const std::unordered_set<const Segment*>& live);
+
   // The expandable segment's first page boundary at or above (below) `address`.
   [[nodiscard]] static std::uintptr_t page_up(const Segment& s, std::uintptr_t address) {
     return s.base + (address - s.base + s.page - 1) / s.page * s.page;

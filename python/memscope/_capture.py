@@ -157,6 +157,9 @@ class _Recorder:
         self.stack_ids: dict[tuple[tuple[str, int, str], ...], int] = {}
         self.lock = threading.Lock()
 
+    def count_attention(self, backend: str) -> None:
+        self.capture.attention[backend] = self.capture.attention.get(backend, 0) + 1
+
     def in_autocast(self) -> bool:
         """Inside autocast("cuda") (run as CPU autocast), or inside the CPU autocast that
         activation checkpointing re-enters for its recomputation (the tensors' device is the
@@ -458,7 +461,7 @@ def _attention_as_cuda(rec: _Recorder, args: Any, kwargs: dict[str, Any]) -> Any
         call.q, call.k, call.v, call.mask = (cast(t) for t in (call.q, call.k, call.v,
                                                                 call.mask))
     backend = _attention.choose_backend(call, rec.gpu)
-    rec.capture.attention[backend] = rec.capture.attention.get(backend, 0) + 1
+    rec.count_attention(backend)
     with torch.autocast("cpu", enabled=False):
         return _attention.run(call, scale, backend)
 
@@ -484,7 +487,6 @@ def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
         stack.enter_context(_autocast_patch(on_enter))
         stack.enter_context(_foreach_patch())
         stack.enter_context(_cuda_patch())
-        stack.enter_context(_hf_patches.patched_transformers())
         yield
 
 
@@ -709,6 +711,7 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
 
     with ExitStack() as stack:
         stack.enter_context(_patched_torch(on_autocast))
+        stack.enter_context(_hf_patches.patched_transformers(rec.count_attention))
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(_record_mode(rec))
         stack.enter_context(_device_rewrite_mode(rec))

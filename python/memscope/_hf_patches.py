@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ._capture_scope import in_capture, replaced
+
 
 @contextmanager
 def patched_transformers(on_attention: Callable[[str], None]) -> Iterator[None]:
@@ -55,12 +57,10 @@ def patched_transformers(on_attention: Callable[[str], None]) -> Iterator[None]:
             return None
         return original(position_ids)
 
-    masking.find_packed_sequence_indices = not_packed  # type: ignore[attr-defined]
-    try:
-        with _flash_attention_2(on_attention):
-            yield
-    finally:
-        masking.find_packed_sequence_indices = original  # type: ignore[attr-defined]
+    # For the capturing thread alone, as every patch of the capture (memscope._capture_scope).
+    with replaced(masking, "find_packed_sequence_indices", not_packed), \
+            _flash_attention_2(on_attention):
+        yield
 
 
 @contextmanager
@@ -110,12 +110,17 @@ def _flash_attention_2(on_attention: Callable[[str], None]) -> Iterator[None]:
         return out.transpose(1, 2), None
 
     saved = mapping.get("flash_attention_2")
-    mapping["flash_attention_2"] = forward
-    model_cls._check_and_adjust_attn_implementation = adjust
+
+    def scoped_forward(*args: Any, **kwargs: Any) -> Any:
+        if in_capture() or saved is None:
+            return forward(*args, **kwargs)
+        return saved(*args, **kwargs)
+
+    mapping["flash_attention_2"] = scoped_forward
     try:
-        yield
+        with replaced(model_cls, "_check_and_adjust_attn_implementation", adjust):
+            yield
     finally:
-        model_cls._check_and_adjust_attn_implementation = check
         if saved is None:
             mapping.pop("flash_attention_2", None)
         else:

@@ -139,7 +139,7 @@ def test_command_line_hf(tmp_path: Path) -> None:
     assert figures["batch"] == 2 and figures["attention"]
     bad = subprocess.run([sys.executable, "-m", "memscope.estimate", "--hf", "no-such-model"],
                          capture_output=True, text=True, env=env)
-    assert bad.returncode == 1 and "not a transformers model type" in bad.stderr
+    assert bad.returncode == 2 and "not a transformers model type" in bad.stderr  # usage
 
 
 def test_flash_attention_2_is_captured_without_flash_attn_or_a_gpu() -> None:

@@ -29,7 +29,7 @@ class AllocatorCoreTestAccess {
     return core.store_.page_donors(true).count + core.store_.page_donors(false).count;
   }
   static std::uint64_t bins_searched_for_pages(const AllocatorCore& core) {
-    return core.bins_searched_for_pages_;
+    return core.expandable_.bins_searched_for_pages();
   }
 };
 

@@ -99,6 +99,13 @@ class AllocatorCore {
   void add_free_memory_callback(std::function<bool()> callback) {
     reclaim_.add_free_memory_callback(std::move(callback));
   }
+  // The components, read-only: what tests and diagnostics look at through the components' own
+  // interfaces (the pools of each stream, the page donors, the blocks by address; page
+  // recycling's search count).
+  [[nodiscard]] const detail::BlockStore& block_store() const noexcept { return store_; }
+  [[nodiscard]] const detail::ExpandableSegments& expandable_segments() const noexcept {
+    return expandable_;
+  }
   [[nodiscard]] std::size_t memory_limit() const noexcept { return memory_limit_; }
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
 

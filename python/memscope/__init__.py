@@ -117,7 +117,7 @@ __all__ = [
 ]
 
 from ._capture import CaptureError
-from ._estimate import BatchSearch, Estimate, estimate, max_batch
+from ._estimate import BatchSearch, Estimate, StepTooLargeError, estimate, max_batch
 from ._tracking import (
     MemorySource,
     Tracker,
@@ -137,6 +137,7 @@ __all__ += [
     "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
     "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
     "nvml_source", "estimate", "max_batch", "Estimate", "BatchSearch", "CaptureError",
+    "StepTooLargeError",
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use

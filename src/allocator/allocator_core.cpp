@@ -9,19 +9,12 @@ namespace memscope {
 
 using detail::Block;
 using detail::FreeBins;
-using detail::pool_index;
 using detail::Segment;
 using detail::signed_size;
-using detail::StreamPools;
 
 namespace {
 // Blocks and segments the recyclers keep across empty_cache(); the rest go back to the system.
 constexpr std::size_t kSpareBlocks = 64;
-#ifdef MEMSCOPE_ASAN
-constexpr bool kAsan = true;
-#else
-constexpr bool kAsan = false;
-#endif
 
 }  // namespace
 
@@ -51,7 +44,7 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
       places_by_address_(config.expandable_segments &&
                          (config.page_recycling == AllocatorConfig::PageRecycling::above_peak ||
                           config.page_recycling == AllocatorConfig::PageRecycling::always)),
-      poison_(kAsan && config.poison_freed && backend.memory_kind() == MemoryKind::host),
+      poison_(detail::kAsan && config.poison_freed && backend.memory_kind() == MemoryKind::host),
       memory_limit_(config.memory_limit(backend.capacity())),
       rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
                                        config.roundup_power2_divisions.end(),
@@ -59,25 +52,11 @@ AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
       statistics_(config.max_split_size),
       store_(config.expandable_segments),
       events_(backend),
-      reclaim_(config) {
-  if (config.expandable_segments) {
-    const std::size_t granularity = backend.page_granularity();
-    if (granularity == 0) {
-      throw ConfigError("expandable_segments:true: backend " + backend.name() +
-                            " cannot map pages; turn expandable_segments off for it",
-                        "expandable_segments", "true");
-    }
-    const std::size_t page = config.expandable_segments_page_size;
-    if (page != 0 && (page < granularity || page % granularity != 0)) {
-      throw ConfigError("expandable_segments_page_size:" + std::to_string(page) +
-                            " is not a multiple of backend " + backend.name() +
-                            "'s page granularity (" + std::to_string(granularity) +
-                            " bytes); use a multiple of it, e.g. 2MiB",
-                        "expandable_segments_page_size", std::to_string(page));
-    }
-    small_page_ = std::max(granularity, detail::kSmallBuffer);
-    large_page_ = page != 0 ? page : small_page_;
-  }
+      reclaim_(config),
+      fixed_(backend, store_, statistics_, reclaim_, host_, memory_limit_, poison_),
+      expandable_(backend, config_, store_, statistics_, host_, memory_limit_, poison_),
+      source_(config.expandable_segments ? static_cast<detail::SegmentSource*>(&expandable_)
+                                         : &fixed_) {
   update_off_hot_path();
 }
 
@@ -86,25 +65,7 @@ AllocatorCore::~AllocatorCore() noexcept {
   synchronize_events();
   events_.destroy_spares();
   for (const Segment* s = store_.segments(); s != nullptr; s = s->next) {
-    // An expandable segment's mapped runs are unmapped before its address range goes back.
-    for (const Block* b = s->first; s->expandable && b != nullptr;) {
-      if (b->unmapped) {
-        b = b->next;
-        continue;
-      }
-      const std::uintptr_t start = b->address;
-      std::uintptr_t end = start;
-      for (; b != nullptr && !b->unmapped; b = b->next) end = b->address + b->size;
-      backend_.unmap_pages(reinterpret_cast<void*>(start),  // NOLINT(performance-no-int-to-ptr)
-                           end - start, s->page, s->stream);
-    }
-    poison(s->base, s->size, false);
-    void* const base = reinterpret_cast<void*>(s->base);  // NOLINT(performance-no-int-to-ptr)
-    if (s->expandable) {
-      backend_.release_address_range(base, s->size);
-    } else {
-      backend_.release(base, s->size);
-    }
+    source_->release_at_exit(*s);
   }
   // store_ deletes the blocks and segments.
 }
@@ -156,15 +117,14 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (size <= detail::kLargestRequest) {
     small = detail::is_small(rounded);
     FreeBins& bins = small ? pools.small : pools.large;
-    if (places_by_address_) block = place_by_address(pools, small, rounded);
-    if (block == nullptr) block = take_cached(bins, rounded);
+    if (places_by_address_) block = source_->place(pools, small, rounded);
+    if (block == nullptr) block = bins.take_best_fit(rounded, split_limit_, split_every_remainder_);
     if (block == nullptr && reclaim_.call_free_memory_callbacks()) {
-      block = take_cached(bins, rounded);
+      block = bins.take_best_fit(rounded, split_limit_, split_every_remainder_);
     }
     if (block == nullptr) {
       if (reclaim_.collects_garbage()) garbage_collect();
-      block = config_.expandable_segments ? allocate_expandable(pools, small, rounded)
-                                          : allocate_segment(pools, small, rounded);
+      block = grow(pools, small, rounded);
     }
   }
   if (block == nullptr) {
@@ -186,76 +146,19 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
-Block* AllocatorCore::allocate_segment(StreamPools& pools, bool small, std::size_t rounded) {
-  const std::size_t bytes = detail::segment_size(rounded);
-  Block* block = reserve_segment(bytes, pools, small);
-  if (block == nullptr && release_oversize_cached(pools, rounded)) {
-    block = reserve_segment(bytes, pools, small);
+Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) {
+  Block* block = source_->grow(pools, small, rounded);
+  if (block == nullptr && source_->release_some(pools, rounded)) {
+    block = source_->grow(pools, small, rounded);
   }
   if (block == nullptr) {
-    enter_tight();  // at the limit: from now on PyTorch's placement (see enter_tight)
-    // Last resort: wait for every stream, hand every cached segment back, and retry.
+    enter_tight();  // fixed segments at the limit: from now on PyTorch's placement
+    // Last resort: wait for every stream, hand back every cached segment (unmap every free
+    // page with expandable segments), and retry.
     release_all_cached();
     statistics_.count_alloc_retry();
-    block = reserve_segment(bytes, pools, small);
+    block = source_->grow(pools, small, rounded);
   }
-  return block;
-}
-
-inline Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
-  // Among equal sizes the lowest address, as PyTorch's rules take. The most recent instead made
-  // the smallest device that fits cs336-medium ctx128 and ctx512 0.01-0.03 GB bigger than
-  // PyTorch's (a segment held a live block PyTorch's rules had left free to release), and with
-  // expandable segments (at_limit) reserved 1.0448 of the live peak on ctx128 in the steady
-  // state against 1.0089 for PyTorch's expandable rules (now 1.0080). The front cache still
-  // hands back the newest block of its size, on the hot path.
-  Block* block = bins.best_fit_lowest(rounded);
-  if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
-    return nullptr;
-  }
-  // Expandable segments: a tail (a free block followed by unmapped space) is spared when
-  // another block fits. The common hit, the pool's only free block, needs no search.
-  if (split_every_remainder_ && block->next != nullptr && block->next->unmapped && bins.count() > 1)
-      [[unlikely]] {
-    block = best_fit_sparing_tails(bins, block, rounded);
-  }
-  bins.remove(block);
-  return block;
-}
-
-// PyTorch's rule for expandable segments, which keeps them compact: a free block followed by
-// unmapped space ranks by the size it could grow to, so any other block that fits comes first
-// and the tail is cut into only when nothing else fits.
-Block* AllocatorCore::best_fit_sparing_tails(FreeBins& bins, Block* tail,
-                                             std::size_t rounded) const noexcept {
-  const auto is_tail = [](const Block* b) { return b->next != nullptr && b->next->unmapped; };
-  std::array<Block*, 8> tails{};
-  std::size_t n = 0;
-  Block* found = tail;
-  while (found != nullptr && is_tail(found) && n < tails.size()) {
-    tails[n++] = found;
-    bins.remove(found);
-    found = bins.best_fit_lowest(rounded);
-    if (found != nullptr && !detail::may_serve(found->size, rounded, split_limit_)) found = nullptr;
-  }
-  for (std::size_t i = n; i-- > 0;) bins.insert(tails[i]);
-  return found != nullptr && !is_tail(found) ? found : tails[0];
-}
-
-Block* AllocatorCore::reserve_segment(std::size_t size, StreamPools& pools, bool small) {
-  if (size > memory_limit_ ||
-      static_cast<std::size_t>(statistics_.reserved_bytes()) > memory_limit_ - size) {
-    return nullptr;
-  }
-  void* base = backend_.reserve(size);
-  if (base == nullptr) return nullptr;
-  Segment* segment = store_.add_segment(pools, small, base, size);
-  Block* block = segment->first;
-  if (recording_events()) {
-    recorder_->record(TraceAction::segment_alloc, segment->base, size, size, pools.stream);
-  }
-
-  statistics_.count_segment(small, size);
   return block;
 }
 
@@ -276,7 +179,7 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
   if (detail::should_split(block->size, rounded, small || split_every_remainder_, split_limit_)) {
     Block* rest = store_.split_at(block, block->address + rounded);
     rest->cached_at = clock();
-    cache_in_bins(rest);
+    detail::FrontCache::cache_in_bins(rest);
     poison(rest->address, rest->size);  // a fresh segment's remainder was never poisoned
     statistics_.change_split(small, 1, signed_size(rest->size));
   }
@@ -308,12 +211,6 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
   }
   store_.live().erase(block->address);
   if (block->pending_events == 0) cache_block(block);
-}
-
-void AllocatorCore::cache_in_bins(Block* block) noexcept {
-  FreeBins& bins = *block->segment->bins;
-  detail::FrontCache::mark_neighbours(block, bins);
-  bins.insert(block);
 }
 
 void AllocatorCore::keep_recent(Block* block) noexcept {
@@ -397,23 +294,9 @@ void AllocatorCore::merge_into_bins(Block* block) noexcept {
     split_blocks += 1;
     split_bytes += signed_size(block->size);
   }
-  cache_in_bins(block);
+  detail::FrontCache::cache_in_bins(block);
   poison(block->address, block->size);
   statistics_.change_split(small, split_blocks, split_bytes);
-}
-
-void AllocatorCore::release_segment(Block* block) noexcept {
-  Segment* segment = block->segment;
-  if (recording_events()) {
-    recorder_->record(TraceAction::segment_free, segment->base, segment->size, segment->size,
-                      segment->stream);
-  }
-  segment->bins->remove(block);
-  poison(segment->base, segment->size, false);
-  backend_.release(reinterpret_cast<void*>(segment->base), segment->size);  // NOLINT
-  const bool small = segment->small_pool;
-  statistics_.uncount_segment(small, segment->size);
-  store_.forget_segment(segment);  // and its one block
 }
 
 void AllocatorCore::record_stream(void* ptr, StreamId stream) {
@@ -436,7 +319,7 @@ const Block* AllocatorCore::find(const void* ptr) const noexcept {
 
 std::size_t AllocatorCore::empty_cache() {
   const std::size_t released = release_all_cached();
-  mapped_high_water_ = mapped_;  // recycling's threshold starts again from what is left
+  expandable_.restart_high_water();  // recycling's threshold starts again from what is left
   if (front_cache_.bypassed() &&
       static_cast<std::size_t>(statistics_.reserved_bytes()) < memory_limit_ / 2) {
     front_cache_.bypass(false);  // the front cache is back
@@ -452,39 +335,13 @@ std::size_t AllocatorCore::empty_cache() {
 std::size_t AllocatorCore::release_all_cached() {
   synchronize_events();
   flush_recent();
-  std::vector<Block*> whole;
-  store_.for_each_pools([&whole](StreamId, const StreamPools& pools) {
-    const auto collect = [&whole](Block* b) {
-      if (!b->is_split() && !b->segment->expandable) whole.push_back(b);
-    };
-    pools.small.for_each(detail::kSmallBuffer, collect);
-    pools.large.for_each(0, collect);
-  });
-  std::size_t released = 0;
-  for (Block* b : whole) {
-    released += b->size;
-    release_segment(b);
-  }
-  if (config_.expandable_segments) released += release_expandable_cached();
+  const std::size_t released = source_->release_cached();
   // Streams left without segments go too, or every later release walks them again: at the
   // limit each new stream's first allocation retries (a fit search over an RMM log of 40,000
   // streams took 49 s). last_pools() stays: allocate() holds it, also while a
   // free-memory callback calls empty_cache().
   store_.drop_unused_pools();
   return released;
-}
-
-bool AllocatorCore::release_oversize_cached(StreamPools& pools, std::size_t rounded) {
-  if (!reclaim_.limits_splits()) return false;
-  std::vector<Block*> oversize;
-  pools.large.for_each(reclaim_.max_split_size(), [&oversize](Block* b) {
-    if (!b->is_split() && !b->segment->expandable) oversize.push_back(b);
-  });
-  return reclaim_.release_oversize(oversize, rounded, [this](Block* b) {
-    const std::size_t size = b->size;
-    release_segment(b);
-    return size;
-  });
 }
 
 void AllocatorCore::garbage_collect() {
@@ -501,20 +358,14 @@ void AllocatorCore::garbage_collect() {
   // Large cached segments, by age (allocations since they were cached); with expandable
   // segments, large cached blocks with whole pages inside, whose pages are unmapped.
   std::vector<Block*> freeable;
-  store_.for_each_pools([&freeable](StreamId, const StreamPools& pools) {
-    pools.large.for_each(0, [&freeable](Block* b) {
-      const Segment& s = *b->segment;
-      if (s.expandable ? page_up(s, b->address) + s.page <= b->address + b->size : !b->is_split()) {
-        freeable.push_back(b);
-      }
+  store_.for_each_pools([this, &freeable](StreamId, const StreamPools& pools) {
+    pools.large.for_each(0, [this, &freeable](Block* b) {
+      if (source_->collectable(*b)) freeable.push_back(b);
     });
   });
-  detail::Reclaim::collect(freeable, target, clock(), [this](Block* b) -> std::size_t {
-    if (b->segment->expandable) return unmap_free_pages(b);  // touches no other cached block
-    const std::size_t size = b->size;
-    release_segment(b);
-    return size;
-  });
+  // A collection touches no other cached block.
+  detail::Reclaim::collect(freeable, target, clock(),
+                           [this](Block* b) { return source_->collect(b); });
 }
 
 void AllocatorCore::process_events() noexcept {
@@ -582,6 +433,11 @@ void AllocatorCore::record_free(const Block& block) noexcept {
   recorder_->record_free(block.address, block.requested_size, block.size, block.stream(),
                          block.stream_uses.empty());
   if (!recorder_->active()) update_hooks();  // the last stack forgotten: frees are free again
+}
+
+void AllocatorCore::Host::record_segment_event(TraceAction action, std::uintptr_t address,
+                                               std::size_t bytes, StreamId stream) noexcept {
+  if (core_.recording_events()) core_.recorder_->record(action, address, bytes, bytes, stream);
 }
 
 void AllocatorCore::record_completed(const Block& block) noexcept {

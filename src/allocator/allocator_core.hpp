@@ -15,6 +15,8 @@
 #include "allocator/allocator_statistics.hpp"
 #include "allocator/block.hpp"
 #include "allocator/block_store.hpp"
+#include "allocator/expandable/expandable_segments.hpp"
+#include "allocator/fixed_segments.hpp"
 #include "allocator/free_bins.hpp"
 #include "allocator/front_cache.hpp"
 #include "allocator/pointer_map.hpp"
@@ -97,17 +99,18 @@ class AllocatorCore {
   void add_free_memory_callback(std::function<bool()> callback) {
     reclaim_.add_free_memory_callback(std::move(callback));
   }
+  // The components, read-only: what tests and diagnostics look at through the components' own
+  // interfaces (the pools of each stream, the page donors, the blocks by address; page
+  // recycling's search count).
+  [[nodiscard]] const detail::BlockStore& block_store() const noexcept { return store_; }
+  [[nodiscard]] const detail::ExpandableSegments& expandable_segments() const noexcept {
+    return expandable_;
+  }
   [[nodiscard]] std::size_t memory_limit() const noexcept { return memory_limit_; }
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
 
  private:
   using StreamPools = detail::StreamPools;
-  [[gnu::always_inline]] [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
-                                                                  std::size_t rounded) noexcept;
-  // Out of line: only expandable segments call it, and the hit path stays small.
-  [[gnu::noinline]] [[nodiscard]] detail::Block* best_fit_sparing_tails(
-      detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) const noexcept;
-  [[nodiscard]] detail::Block* reserve_segment(std::size_t size, StreamPools& pools, bool small);
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   // The part of hand_out() a recent block needs: allocated, with its statistics.
   [[gnu::always_inline]] inline void count_allocation(detail::Block* block,
@@ -135,132 +138,18 @@ class AllocatorCore {
   // Freed without stream uses: active -> recent (the front cache), evicting the oldest recent
   // block of its stream into the bins when the list is full.
   void keep_recent(detail::Block* block) noexcept;
-  // Into its segment's bins (a fixed segment's after the split or merge), marking the
-  // neighbours whose frees must then ask the front cache (FrontCache::mark_neighbours).
-  static void cache_in_bins(detail::Block* block) noexcept;
   // A recent block out of the front cache (already out of its list) and merged into its bins.
   void flush_recent_block(detail::Block* block) noexcept;
   // One stream's front cache into its bins (flush_recent() does every stream's).
   void flush_recent_of(detail::RecentFrees& recent) noexcept;
   // Only those of `recent` that `bins` would hold, in the order they were freed; the others stay.
   void flush_recent_into(detail::RecentFrees& recent, const detail::FreeBins& bins) noexcept;
-  void release_segment(detail::Block* block) noexcept;
-  // The miss path with fixed segments: a new segment, else oversize cached ones released, else
-  // everything cached released; nullptr when even that failed.
-  [[nodiscard]] detail::Block* allocate_segment(StreamPools& pools, bool small,
-                                                std::size_t rounded);
-
-  // --- Expandable segments (expandable.cpp) ---------------------------------------------------
-  // The miss path with expandable segments: grow the stream's segment (recycling pages as the
-  // policy says), else unmap everything cached and grow again; nullptr when that failed.
-  [[nodiscard]] detail::Block* allocate_expandable(StreamPools& pools, bool small,
-                                                   std::size_t rounded);
-  // A cached block of at least `rounded` bytes at the lowest address of the pool's segment
-  // where cached and unmapped space together fit it, taken out of the bins; nullptr when the
-  // memory (or the address range) is not there.
+  // The miss path's memory from the segment source: grow, else release some and grow again,
+  // else release everything cached and grow once more; nullptr when even that failed.
   [[nodiscard]] detail::Block* grow(StreamPools& pools, bool small, std::size_t rounded);
-  // grow() on a given run of `s`: from `start` to `last`, cached and unmapped blocks that
-  // together hold `rounded` bytes.
-  [[nodiscard]] detail::Block* grow_run(detail::Segment* s, detail::Block* start,
-                                        detail::Block* last, std::size_t rounded);
-  // Placement by address space (recycling above_peak and always): best fit among the
-  // runs of free address space (cached and unmapped blocks together), whatever is mapped,
-  // the run at the end of the growing range last; maps what the run lacks. nullptr when no
-  // run fits or the memory is not there (the caller falls back to grow()).
-  [[nodiscard]] detail::Block* place_by_address(StreamPools& pools, bool small,
-                                                std::size_t rounded);
-  // Splits cached block `b`, out of its bins, so that its last `rounded` bytes are the block
-  // returned (its front goes back to the bins): place_by_address()'s choice when the rest of the
-  // run keeps more whole pages that way. store_ must be prepared for one block.
-  [[nodiscard]] detail::Block* split_off_back(detail::Block* b, std::size_t rounded);
-  // place_by_address()'s choice at the end of a free run of `run_bytes` from `start` (cached and
-  // unmapped blocks): the last `rounded` bytes, mapped or moved in where unmapped; the run's
-  // front stays free. nullptr when the memory is not there.
-  [[nodiscard]] detail::Block* place_at_back(detail::Block* start, std::size_t run_bytes,
-                                             std::size_t rounded);
-  // Splits unmapped block `u` at page boundary `at` (inside it) and returns the upper part, also
-  // unmapped, listed after `u`; join_unmapped() undoes it while neither part was mapped.
-  // store_ must be prepared for one block.
-  [[nodiscard]] detail::Block* split_unmapped(detail::Block* u, std::uintptr_t at) noexcept;
-  void join_unmapped(detail::Block* u, detail::Block* upper) noexcept;
-  [[nodiscard]] detail::Segment* expandable_segment(StreamPools& pools, bool small,
-                                                    std::size_t at_least);
-  // Makes `segment` (or none) the pool's growing segment, whose FrontCacheRoom its bins keep.
-  static void set_growing(StreamPools& pools, bool small, detail::Segment* segment) noexcept;
-  // The lowest run of cached and unmapped blocks of `s` that fits `rounded` bytes: its first
-  // and last block, or null when none does.
-  static void lowest_run(const detail::Segment& s, std::size_t rounded, detail::Block*& start,
-                         detail::Block*& last) noexcept;
-  // The pool's segment and lowest_run() in it, in a new range when the pool's is full; null
-  // when no range has room.
-  [[nodiscard]] detail::Segment* run_to_grow(StreamPools& pools, bool small, std::size_t rounded,
-                                             detail::Block*& start, detail::Block*& last);
-  // Of the `to_map` bytes a growth maps, how many to take from other free pages instead, as
-  // the recycling policy and the memory limit say: whole pages.
-  [[nodiscard]] std::size_t bytes_to_recycle(std::size_t to_map, std::size_t page) const noexcept;
-  // Bookkeeping of the first `bytes` (a page multiple) of unmapped block `u` being mapped (the
-  // backend call is the caller's). Returns the cached block that holds them after merging with
-  // cached neighbours.
-  detail::Block* map_front(detail::Block* u, std::size_t bytes);
-  // Bookkeeping of pages [address, address + bytes) inside cached block `c` that are unmapped
-  // (or moved away): `c` is split around them. The backend call is the caller's.
-  void unmapped_inside(detail::Block* c, std::uintptr_t address, std::size_t bytes) noexcept;
-  // Unmaps the whole pages inside cached block `c` (those below `below` only); returns the
-  // bytes unmapped.
-  std::size_t unmap_free_pages(detail::Block* c,
-                               std::uintptr_t below = std::numeric_limits<std::uintptr_t>::max());
-  // Whole free pages [from, to) of a cached block that recycling may take (from the top, so
-  // the block keeps its lower part and its pointer stays valid).
-  struct FreePages {
-    detail::Block* block;
-    std::uintptr_t from;
-    std::uintptr_t to;
-  };
-  // Which streams' free pages a growth may take (grow_run() says which, from the policy).
-  enum class Donors {
-    // Any stream's, highest address first (at the limit, and always under `always`).
-    every_stream,
-    // Its own stream's, highest first; then, for what those do not cover, other streams'
-    // (above_peak below the limit).
-    own_stream_first,
-  };
-  // The free pages a miss growing segment `s` may take: every cached block of that page size
-  // except those just before a block of `growing` (taking their top pages would merge into
-  // it), and of the run's last block only what lies past `needed_end`. Other streams' pages
-  // are found through page_donors_ (never by walking every stream); under own_stream_first
-  // only until they cover `wanted` bytes with the stream's own, donor bins in the list's order
-  // (most recently listed first), then highest address first among those.
-  [[nodiscard]] std::vector<FreePages> recycling_sources(const detail::Segment& s,
-                                                         const std::vector<detail::Block*>& growing,
-                                                         const detail::Block* last,
-                                                         std::uintptr_t needed_end, Donors donors,
-                                                         std::size_t wanted);
-  // Appends to `out` the free pages of `bins` that recycling_sources() may take; their bytes.
-  std::size_t gather_free_pages(const detail::FreeBins& bins, const detail::Segment& s,
-                                const std::vector<detail::Block*>& growing,
-                                const detail::Block* last, std::uintptr_t needed_end,
-                                std::vector<FreePages>& out);
-  // Moves up to `bytes` (<= u->size) of the `sources`' pages to the front of unmapped block
-  // `u`; returns the bytes moved and sets `merged` to the cached block that holds them.
-  std::size_t recycle_into(detail::Block* u, std::size_t bytes, std::vector<FreePages>& sources,
-                           detail::Block*& merged);
-  std::size_t release_expandable_cached();
-  void release_expandable_segment(detail::Segment* segment) noexcept;
-  // The ranges among `donors` that recycling left with no page mapped: their address ranges go
-  // back, and the pools of their streams when left without segments (but last_pools(), the
-  // caller's) go too; other streams' pools are not visited.
-  void release_emptied_donors(const std::vector<detail::Segment*>& donors) noexcept;
-  void count_mapped(detail::Segment* segment, std::int64_t bytes, std::int64_t ranges) noexcept;
-  void count_split(const detail::Block* b, int sign) noexcept;  // inactive_split of cached b
-  void record_mapping(TraceAction action, std::uintptr_t address, std::size_t bytes,
-                      StreamId stream) noexcept;
-  // The expandable segment's first page boundary at or above (below) `address`.
-  [[nodiscard]] static std::uintptr_t page_up(const detail::Segment& s, std::uintptr_t address);
-  [[nodiscard]] static std::uintptr_t page_down(const detail::Segment& s, std::uintptr_t address);
 
   // Garbage collection and release at the limit: the candidates, released as reclaim_ says.
   void garbage_collect();
-  bool release_oversize_cached(StreamPools& pools, std::size_t rounded);
   // Waits for every stream, releases every cached whole segment (and unmaps the free pages of
   // expandable ones), then drops the pools of streams left without segments but last_pools().
   std::size_t release_all_cached();
@@ -295,7 +184,7 @@ class AllocatorCore {
   // Entering it when reserved passed half the limit fitted all 15 traces of the corpus within
   // PyTorch's (at the limit: 12, each within 0.03 GB; with the lowest-address ties and
   // kPrevCached, all 15), but a job that reserves more than half the device, most training
-  // jobs, then paid 600-800 instructions per hit pair instead of 149. Set by allocate_segment()
+  // jobs, then paid 600-800 instructions per hit pair instead of 149. Set by grow()
   // before its release-and-retry, cleared by empty_cache() below half the limit.
   void enter_tight() noexcept;
   [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path_ must be
@@ -320,7 +209,7 @@ class AllocatorCore {
   std::size_t split_limit_;  // blocks this big are never split: max_split_size (see ctor)
   // Expandable segments are on (every segment is one): large blocks split like small ones.
   bool split_every_remainder_;
-  bool places_by_address_;  // expandable segments whose pages move: place_by_address()
+  bool places_by_address_;  // expandable segments whose pages move: source_->place()
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
@@ -334,20 +223,25 @@ class AllocatorCore {
   std::unique_ptr<detail::Recorder> recorder_;
   // The allocator's clock, which ages cached blocks for gc: allocations made so far.
   [[nodiscard]] std::uint64_t clock() const noexcept { return statistics_.clock(); }
-  // expandable_segments: pages of each pool, the bytes mapped in all segments, and their most
-  // since the last empty_cache() (the above_peak recycling policy's threshold).
-  std::size_t small_page_ = 0;
-  std::size_t large_page_ = 0;
-  std::size_t mapped_ = 0;
-  std::size_t mapped_high_water_ = 0;
-
-  // Free bins that page recycling has searched for pages, for tests (a growth must visit the
-  // donors only, not every stream: tests/allocator/expandable_page_donors_test.cpp).
-  std::uint64_t bins_searched_for_pages_ = 0;
-
   detail::BlockStore store_;     // segments, blocks, the pointer map, each stream's pools
   detail::StreamEvents events_;  // blocks freed while other streams may use them
   detail::Reclaim reclaim_;      // what the miss path gives back, and when
+  // What the segment sources ask of the core: flushing front caches, recording.
+  class Host final : public detail::SourceHost {
+   public:
+    explicit Host(AllocatorCore& core) noexcept : core_(core) {}
+    void flush_front_caches() noexcept override { core_.flush_recent(); }
+    void record_segment_event(TraceAction action, std::uintptr_t address, std::size_t bytes,
+                              StreamId stream) noexcept override;
+
+   private:
+    AllocatorCore& core_;
+  };
+  Host host_{*this};
+  // The segment sources; source_ is the one expandable_segments chooses.
+  detail::FixedSegments fixed_;
+  detail::ExpandableSegments expandable_;
+  detail::SegmentSource* source_;
 };
 
 }  // namespace memscope

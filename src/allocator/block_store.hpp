@@ -13,6 +13,8 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 
 #include "allocator/block.hpp"
 #include "allocator/free_bins.hpp"
@@ -34,6 +36,41 @@ struct StreamPools {
   // expandable_segments: the stream's growable segment of each pool, once it has one.
   Segment* expandable_small = nullptr;
   Segment* expandable_large = nullptr;
+};
+
+// What BlockStore::check() found, for the other components' checkers.
+struct LayoutSummary {
+  std::vector<const Block*> all;      // every block of every segment, in the walk's order
+  std::vector<const Block*> cached;   // the cached ones
+  std::vector<const Block*> recent;   // the recent ones (front-cached)
+  std::vector<const Block*> in_bins;  // what the free bins hold
+  std::int64_t oversize_allocations = 0;
+  std::int64_t oversize_segments = 0;
+  Snapshot layout;  // layout(), in address order
+};
+
+// The checks of the components that own part of what a segment or block says (the front
+// cache's rooms and marks, the expandable source's page map), called by BlockStore::check() as
+// its walk reaches each part, so every invariant is named where it is first seen.
+class LayoutChecks {
+ public:
+  // A segment, before its blocks (`pools`: its stream's, or null when missing).
+  virtual void segment(const Segment& s, const StreamPools* pools) = 0;
+  // An unmapped block (`before`: its previous neighbour).
+  virtual void unmapped_block(const Block& b, const Block* before) = 0;
+  // Any block, after its state was checked.
+  virtual void block(const Block& b, const Block* before) const = 0;
+  // After a segment's blocks (`mapped`: the bytes of its blocks that are not unmapped).
+  virtual void segment_end(const Segment& s, std::size_t mapped) = 0;
+  // A stream's pools, after their segment count was checked (`live`: every live segment).
+  virtual void pools(StreamId stream, const StreamPools& pools,
+                     const std::unordered_set<const Segment*>& live) const = 0;
+
+ protected:
+  LayoutChecks() = default;
+  LayoutChecks(const LayoutChecks&) = default;
+  LayoutChecks& operator=(const LayoutChecks&) = default;
+  ~LayoutChecks() = default;
 };
 
 class BlockStore {
@@ -117,9 +154,24 @@ class BlockStore {
   // contiguous mapped run of its blocks; in address order.
   [[nodiscard]] Snapshot layout() const;
 
-  // Part of the "free-bins" invariant: the PageDonors lists hold exactly the bins with a block
-  // that holds a whole page, once each, and with expandable segments every pool's bins are
-  // listed for page recycling. Throws InternalError.
+  // The invariants the store owns (block_store_check.cpp), throwing InternalError naming the
+  // broken one: "tiling" (segments linked both ways, not overlapping, each covered in address
+  // order and without gaps by its blocks, whose links agree; blocks 512-byte aligned and
+  // sized), "block-state" (each block exactly one of allocated, pending, recent, cached,
+  // unmapped; only active ones carry a requested size, never above the size; no two cached
+  // neighbours), "pointer-map" (exactly the allocated and recent blocks, each under its
+  // address), "stream-pools" (each stream's pools filed under its id, counting its live
+  // segments) and "free-bins" (each segment's bins its stream's pool of its kind, the bins
+  // consistent and holding blocks of their own pool, the page donors). `checks` adds the other
+  // components' checks as the walk reaches each part. `max_split_size`: the setting (oversize
+  // counts).
+  [[nodiscard]] LayoutSummary check(LayoutChecks& checks, std::size_t max_split_size) const;
+  // After the front cache's lists were checked against summary.recent: the stand-in pools hold
+  // nothing, last_pools() is live, and the bins hold exactly the cached blocks.
+  void check_bins_hold_cached(LayoutSummary& summary) const;
+  // Part of "free-bins": the PageDonors lists hold exactly the bins with a block that holds a
+  // whole page, once each, and with expandable segments every pool's bins are listed for page
+  // recycling.
   void check_page_donors() const;
 
  private:

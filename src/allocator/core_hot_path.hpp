@@ -11,35 +11,13 @@
 
 #include "allocator/allocator_core.hpp"
 #include "allocator/free_bins.hpp"
+#include "allocator/poison.hpp"
 #include "allocator/size_rules.hpp"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define MEMSCOPE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMSCOPE_ASAN 1
-#endif
-#endif
-#ifdef MEMSCOPE_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
 
 namespace memscope {
 inline void AllocatorCore::poison(std::uintptr_t address, std::size_t size,
                                   bool on) const noexcept {
-#ifdef MEMSCOPE_ASAN
-  if (!poison_) return;
-  void* const p = reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
-  if (on) {
-    ASAN_POISON_MEMORY_REGION(p, size);
-  } else {
-    ASAN_UNPOISON_MEMORY_REGION(p, size);
-  }
-#else
-  (void)address;
-  (void)size;
-  (void)on;
-#endif
+  detail::poison_region(poison_, address, size, on);
 }
 
 inline void* AllocatorCore::allocate(std::size_t size, StreamId stream) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "allocator/block_store.hpp"
 #include "allocator/invariant.hpp"
 
 namespace memscope::detail {
@@ -60,6 +61,57 @@ void FrontCache::check(const RecentFrees& recent, StreamId stream,
                        describe(b) + fmt::format(": listed as recent by stream {}", stream));
     }
     listed.push_back(b);
+  }
+}
+
+void FrontCache::check_bypassed(std::size_t recent) const {
+  if (bypassed_ && recent != 0) {
+    broken_invariant("recent", fmt::format("{} recent blocks, but at capacity (tight_) every free "
+                                           "goes to the bins",
+                                           recent));
+  }
+}
+
+void FrontCache::check_room(const Segment& s, const StreamPools* pools) {
+  const bool grown =
+      pools != nullptr && (pools->expandable_small == &s || pools->expandable_large == &s);
+  const FrontCacheRoom want = s.expandable ? kClosedRoom : FrontCacheRoom{};
+  if (!grown && (s.room.limit != want.limit || s.room.next != want.next)) {
+    broken_invariant("front-cache", describe(&s) + fmt::format(": front-cache room {} below {:#x}",
+                                                               s.room.limit, s.room.next));
+  }
+}
+
+void FrontCache::check_rooms(StreamId stream, const StreamPools& pools) {
+  for (const bool small : {true, false}) {
+    const Segment* growing = small ? pools.expandable_small : pools.expandable_large;
+    const FreeBins& bins = small ? pools.small : pools.large;
+    const FrontCacheRoom want = bins.room_now();
+    if (bins.kept_room() != (growing != nullptr ? &growing->room : nullptr) ||
+        (growing != nullptr &&
+         (growing->room.limit != want.limit || growing->room.next != want.next))) {
+      broken_invariant("front-cache",
+                       fmt::format("stream {}: the {} pool's front-cache room is not what "
+                                   "its bins hold",
+                                   stream, small ? "small" : "large"));
+    }
+  }
+}
+
+void FrontCache::check_marks(const Block& b, const Block* before) {
+  const Segment& s = *b.segment;
+  // A front-cache hit on it could place an allocation where best fit would not.
+  if (!s.expandable && !b.cached && b.next != nullptr && b.next->cached && s.bins->count() > 1 &&
+      (b.use.slow_free & Block::kNextCached) == 0) {
+    broken_invariant("block-state", describe(&b) +
+                                        ": its next neighbour is cached beside others, yet its "
+                                        "free may take the hot path (kNextCached unset)");
+  }
+  if (!s.expandable && b.use.allocated && before != nullptr && before->cached &&
+      (b.use.slow_free & Block::kPrevCached) == 0) {
+    broken_invariant("block-state", describe(&b) +
+                                        ": its previous neighbour is cached, yet its free may "
+                                        "take the hot path (kPrevCached unset)");
   }
 }
 

@@ -18,6 +18,8 @@
 
 namespace memscope::detail {
 
+struct StreamPools;
+
 class FrontCache {
  public:
   // At capacity (fixed segments), once a new segment has been refused, every free goes to the
@@ -92,11 +94,29 @@ class FrontCache {
   // bins held one block, the block before that one (kNextCached), and the block after it
   // (kPrevCached). Expandable segments keep placement through their FrontCacheRoom instead.
   static void mark_neighbours(const Block* block, const FreeBins& bins) noexcept;
+  // Into its segment's bins (a fixed segment's after the split or merge), marking the
+  // neighbours whose frees must then ask (mark_neighbours).
+  static void cache_in_bins(Block* block) noexcept {
+    FreeBins& bins = *block->segment->bins;
+    mark_neighbours(block, bins);
+    bins.insert(block);
+  }
 
   // The "recent" invariant of one stream's list: it lists at most its capacity, each block of a
   // segment filing into it; appends them to `listed`.
   // Throws InternalError.
   void check(const RecentFrees& recent, StreamId stream, std::vector<const Block*>& listed) const;
+  // Part of "recent": none while bypassed (`recent`: how many blocks are recent).
+  void check_bypassed(std::size_t recent) const;
+  // "front-cache": segment `s` has the room the hot free files by: its pool's bins keep the
+  // growing expandable segment's (checked by check_rooms()), every other expandable segment's
+  // is closed, every fixed one's the default (`pools`: its stream's, or null).
+  static void check_room(const Segment& s, const StreamPools* pools);
+  // "front-cache": each pool's bins keep its growing segment's room, exactly as they hold.
+  static void check_rooms(StreamId stream, const StreamPools& pools);
+  // Part of "block-state", fixed segments: a block beside a cached one is marked so that its
+  // free asks keeps_fixed_placement() (kNextCached, kPrevCached).
+  static void check_marks(const Block& b, const Block* before);
 
  private:
   bool bypassed_ = false;

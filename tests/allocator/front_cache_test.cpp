@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "allocator/block.hpp"
@@ -145,6 +146,37 @@ TEST_F(FrontCacheTest, TheCheckerNamesABlockListedByAStreamItDoesNotFileTo) {
   } catch (const InternalError& e) {
     EXPECT_EQ(e.invariant(), "recent");
   }
+}
+
+TEST_F(FrontCacheTest, TheMarksCheckerNamesABlockWhoseFreeCouldMisplace) {
+  cache(blocks_[5]);
+  cache(blocks_[8]);  // two cached blocks: best fit may choose between them
+  EXPECT_NO_THROW(FrontCache::check_marks(blocks_[4], &blocks_[3]));
+  EXPECT_NO_THROW(FrontCache::check_marks(blocks_[6], &blocks_[5]));
+  for (Block* b : {&blocks_[4], &blocks_[6]}) {
+    const std::uint8_t marks = b->use.slow_free;
+    b->use.slow_free = 0;  // as if caching its neighbour had not marked it
+    try {
+      FrontCache::check_marks(*b, b->prev);
+      ADD_FAILURE() << "an unmarked neighbour of a cached block passed";
+    } catch (const InternalError& e) {
+      EXPECT_EQ(e.invariant(), "block-state");
+    }
+    b->use.slow_free = marks;
+  }
+}
+
+TEST_F(FrontCacheTest, TheRoomCheckerNamesASegmentWithTheWrongRoom) {
+  EXPECT_NO_THROW(FrontCache::check_room(segment_, nullptr));  // fixed: the default room
+  segment_.room = kClosedRoom;
+  try {
+    FrontCache::check_room(segment_, nullptr);
+    ADD_FAILURE() << "a fixed segment with a closed room passed";
+  } catch (const InternalError& e) {
+    EXPECT_EQ(e.invariant(), "front-cache");
+  }
+  segment_.expandable = true;  // closed is right for an expandable segment no pool grows
+  EXPECT_NO_THROW(FrontCache::check_room(segment_, nullptr));
 }
 
 }  // namespace

@@ -79,6 +79,11 @@ class AllocatorCore {
   // naming the broken invariant and the block or segment. O(n log n) in the blocks: for tests
   // and debug builds, never on the hot path of a release build.
   void validate() const;
+  // The "hot-path-gate" invariant: the gate reuse() and file_if_hot() test (off_hot_path())
+  // equals what the hooks, waiting blocks and settings make it (off_hot_path_now()).
+  static void check_hot_path_gate(unsigned gate, unsigned derived);
+  [[nodiscard]] unsigned off_hot_path() const noexcept { return off_hot_path_; }
+  [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path() must be
 
   [[nodiscard]] const PeakScope::Windows& peak_windows() const noexcept {
     return statistics_.windows();
@@ -187,7 +192,6 @@ class AllocatorCore {
   // jobs, then paid 600-800 instructions per hit pair instead of 149. Set by grow()
   // before its release-and-retry, cleared by empty_cache() below half the limit.
   void enter_tight() noexcept;
-  [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path_ must be
   void update_off_hot_path() noexcept { off_hot_path_ = off_hot_path_now(); }
   void update_hooks() noexcept;
   // Cold and never inlined: inlined, the compiler hoists their loads above the hooks_ test
@@ -201,8 +205,6 @@ class AllocatorCore {
   // unpoisoned when handed out or released (off); no-ops in builds without ASan, without the
   // setting, and for backends whose memory the CPU cannot address.
   void poison(std::uintptr_t address, std::size_t size, bool on = true) const noexcept;
-
-  friend class AllocatorCoreTestAccess;  // tests/allocator/validate_test.cpp breaks invariants
 
   Backend& backend_;
   AllocatorConfig config_;

@@ -22,6 +22,7 @@
 #include "allocator/recycler.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/snapshot.hpp"
+#include "memscope/stats.hpp"
 
 namespace memscope::detail {
 
@@ -47,6 +48,12 @@ struct LayoutSummary {
   std::int64_t oversize_allocations = 0;
   std::int64_t oversize_segments = 0;
   Snapshot layout;  // layout(), in address order
+
+  // The statistics the blocks say (the "statistics" invariant's reference): the layout's
+  // totals, the same rebuild users compare with, with the oversize counts; recent blocks show
+  // as inactive blocks but count in inactive_split only once merged. `split_every_remainder`:
+  // expandable segments are on (Block::counts_as_split).
+  [[nodiscard]] MemoryStats expected_statistics(bool split_every_remainder) const;
 };
 
 // The checks of the components that own part of what a segment or block says (the front

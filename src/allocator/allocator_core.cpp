@@ -80,6 +80,7 @@ void AllocatorCore::reset_peak_stats() noexcept {
 void AllocatorCore::reset_accumulated_stats() noexcept {
   allocations_before_reset_ = clock();  // the clock runs on
   stats_.reset_accumulated();           // the num_* counters too
+  released_.valid = false;              // its mark holds two of them
   for_each_kept_stat([](Stat& stat) {
     stat.allocated = 0;
     stat.freed = stat.current;  // the base: freed counts from here
@@ -287,6 +288,9 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     }
   }
   if (block == nullptr) {
+    // A stream that never got a segment leaves no pools behind (the walk in
+    // release_all_cached() that dropped them is skipped while nothing was freed).
+    drop_pools_if_unused(stream, nullptr);
     ++stats_.num_ooms;
     oom_ = {};
     OutOfMemoryError::Figures& oom = oom_;
@@ -521,7 +525,12 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
 }
 
 void AllocatorCore::flush_recent() noexcept {
+  // Only frees fill front caches: with none since the last walk, every one is empty.
+  const std::uint64_t frees = frees_so_far();
+  if (frees == frees_at_flush_) return;
+  ++stream_walks_;
   for (const auto& entry : pools_) flush_recent_of(entry.second->recent);
+  frees_at_flush_ = frees;
 }
 
 void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
@@ -700,7 +709,15 @@ bool AllocatorCore::call_free_memory_callbacks() {
 }
 
 std::size_t AllocatorCore::release_all_cached() {
-  synchronize_events();
+  synchronize_events();  // waiting blocks were freed since the mark: it no longer holds then
+  const ReleaseMark now = release_mark();
+  if (released_.valid && now.frees == released_.frees &&
+      now.device_allocs == released_.device_allocs && now.device_frees == released_.device_frees) {
+    release_new_empty_ranges();  // the rest would find nothing (frees_so_far())
+    released_ = release_mark();
+    return 0;
+  }
+  ++stream_walks_;
   flush_recent();
   std::vector<Block*> whole;
   for (const auto& entry : pools_) {
@@ -721,6 +738,7 @@ std::size_t AllocatorCore::release_all_cached() {
   // streams took 49 s). last_pools_ stays: allocate() holds it, also while a
   // free-memory callback calls empty_cache().
   drop_unused_pools(last_pools_);
+  released_ = release_mark();
   return released;
 }
 

@@ -317,6 +317,10 @@ class AllocatorCore {
   // Waits for every stream, releases every cached whole segment (and unmaps the free pages of
   // expandable ones), then drops the pools of streams left without segments but last_pools_.
   std::size_t release_all_cached();
+  // release_all_cached() when nothing was freed, mapped or unmapped since its last walk: only
+  // the ranges reserved since can be released (those a failed growth left with nothing mapped),
+  // and their streams' pools when left without segments (but last_pools_).
+  void release_new_empty_ranges() noexcept;
   void process_events() noexcept;
   void synchronize_events() noexcept;
   // One of a waiting block's events is done (its EventId goes back to the spares); after its
@@ -418,6 +422,35 @@ class AllocatorCore {
                stats_.allocation[static_cast<std::size_t>(StatPool::all)].allocated);
   }
   std::uint64_t allocations_before_reset_ = 0;
+  // Frees made so far, the hot path's too (allocations made minus those live), which
+  // reset_accumulated_stats() leaves alone. Front caches fill only through frees, and cached
+  // memory appears only through frees or a growth (a segment, a range, mapped pages): the walks
+  // over every stream of flush_recent() and release_all_cached() are skipped while nothing
+  // happened since their last one. At the limit every refused allocation made both walks, over
+  // streams that had freed nothing: an RMM log of 60,000 streams took 35 s to replay, 300,000
+  // over 120 s (issue 44; bench/oom_replay.cpp). Kept small and local while src/allocator is
+  // being split into components (issue 41).
+  [[nodiscard]] std::uint64_t frees_so_far() const noexcept {
+    return clock() - static_cast<std::uint64_t>(
+                         stats_.allocation[static_cast<std::size_t>(StatPool::all)].current);
+  }
+  std::uint64_t frees_at_flush_ = 0;  // frees_so_far() when flush_recent() last walked
+  // What release_all_cached() last left with nothing to release (valid false: walk next time).
+  struct ReleaseMark {
+    bool valid = false;
+    std::uint64_t frees = 0;
+    std::int64_t device_allocs = 0;  // stats_' num_device_alloc and num_device_free
+    std::int64_t device_frees = 0;
+    std::uint64_t ranges = 0;  // ranges_added_
+  };
+  [[nodiscard]] ReleaseMark release_mark() const noexcept {
+    return {true, frees_so_far(), stats_.num_device_alloc, stats_.num_device_free, ranges_added_};
+  }
+  ReleaseMark released_;
+  // Expandable ranges reserved so far: a growth that fails may leave its new range with nothing
+  // mapped, which a release gives back (release_new_empty_ranges()).
+  std::uint64_t ranges_added_ = 0;
+  std::uint64_t stream_walks_ = 0;  // walks of every stream's pools, for tests
   // expandable_segments: pages of each pool, the bytes mapped in all segments, and their most
   // since the last empty_cache() (the above_peak recycling policy's threshold).
   std::size_t small_page_ = 0;

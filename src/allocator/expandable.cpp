@@ -153,6 +153,7 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   }
   if (base == nullptr) return nullptr;
   Segment* segment = add_segment(pools, small, base, size);
+  ++ranges_added_;
   segment->expandable = true;
   segment->page = page;
   segment->first->unmapped = true;  // one unmapped block covers the range
@@ -535,6 +536,25 @@ Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::s
     block = grow(pools, small, rounded);
   }
   return block;
+}
+
+void AllocatorCore::release_new_empty_ranges() noexcept {
+  // New segments are linked first: the ranges reserved since the mark lead the list (nothing
+  // was released since: that needs a free or an unmap). As release_expandable_cached() and
+  // drop_unused_pools() would treat them, in the same order.
+  std::uint64_t added = ranges_added_ - released_.ranges;
+  for (Segment* s = segments_; s != nullptr && added > 0;) {
+    Segment* const next = s->next;
+    if (s->expandable) {
+      --added;
+      if (s->mapped_bytes == 0) {
+        const StreamId stream = s->stream;
+        release_expandable_segment(s);
+        drop_pools_if_unused(stream, last_pools_);
+      }
+    }
+    s = next;
+  }
 }
 
 std::size_t AllocatorCore::release_expandable_cached() {

@@ -31,6 +31,8 @@ class AllocatorCoreTestAccess {
   static std::uint64_t bins_searched_for_pages(const AllocatorCore& core) {
     return core.bins_searched_for_pages_;
   }
+  // Walks over every stream's pools so far (flush_recent(), release_all_cached()).
+  static std::uint64_t stream_walks(const AllocatorCore& core) { return core.stream_walks_; }
 };
 
 }  // namespace memscope

@@ -43,14 +43,6 @@ std::string kind_phrase(const InputFile& f) {
   }
 }
 
-Metrics metrics_of(const InputFile& f) {
-  try {
-    return load_metrics(f.path);
-  } catch (const Error& e) {
-    throw InputFailure(e.what());
-  }
-}
-
 // The terminal's text, then --json and --html, all from the one value.
 template <typename Result>
 void emit(const Result& result, const DiffArgs& args) {
@@ -97,7 +89,7 @@ int run_diff_command(const DiffArgs& args) {
   const DiffNames names{args.a, args.b, args.top};
   switch (a.kind) {
     case InputKind::metrics: {
-      const MetricsDiff diff = diff_metrics(metrics_of(a), metrics_of(b), names);
+      const MetricsDiff diff = diff_metrics(a.metrics, b.metrics, names);
       progress.finish();
       emit(diff, args);
       break;

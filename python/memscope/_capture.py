@@ -45,6 +45,7 @@ from typing import Any, Optional
 
 from . import _attention, _hf_patches
 from ._capture_scope import CAPTURE_LOCK, in_capture, replaced
+from ._frames import StackTable
 from ._memscope import Error, UsageError
 
 # cuBLAS's workspace per (handle, stream): PyTorch's default, in
@@ -159,7 +160,7 @@ class _Recorder:
         self.steps = 0
         self.workspace_threads: set[str] = set()
         self.tag_ids: dict[str, int] = {}
-        self.stack_ids: dict[tuple[tuple[str, int, str], ...], int] = {}
+        self.stack_table = StackTable(self.capture.stacks, limit=6)
         self.lock = threading.Lock()
         self.default_cuda = False  # torch.set_default_device("cuda") inside the capture
         self.in_scaler_step = 0  # > 0 inside GradScaler's step (its found-inf read)
@@ -202,19 +203,7 @@ class _Recorder:
         return tid
 
     def stack(self) -> int:
-        frames: list[tuple[str, int, str]] = []
-        f: Any = sys._getframe(3)
-        while f is not None and len(frames) < 6:
-            name = f.f_code.co_filename
-            if "/torch/" not in name and "/memscope/" not in name and "<frozen" not in name:
-                frames.append((name, f.f_lineno, f.f_code.co_name))
-            f = f.f_back
-        key = tuple(frames)
-        sid = self.stack_ids.get(key)
-        if sid is None:
-            self.capture.stacks.append(frames)
-            sid = self.stack_ids[key] = len(self.capture.stacks)
-        return sid
+        return self.stack_table.here(3)
 
     def alloc(self, size: int, phase: str, category: str = "temporaries", op: str = "") -> int:
         addr = self.next_addr

@@ -257,14 +257,14 @@ def test_command_line(tmp_path: Path) -> None:
     """))
     out = tmp_path / "e.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-m", "memscope.estimate", f"{script}:workload",
+    r = subprocess.run([sys.executable, "-m", "memscope._estimate_command", f"{script}:workload",
                         "--batch", "4", "--capacity", "1GiB", "--json", str(out)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert "peak allocated" in r.stdout
     figures = json.loads(out.read_text())["estimate"]
     assert figures["batch"] == 4 and figures["fits"] is True
-    bad = subprocess.run([sys.executable, "-m", "memscope.estimate", f"{tmp_path}/no.py:f"],
+    bad = subprocess.run([sys.executable, "-m", "memscope._estimate_command", f"{tmp_path}/no.py:f"],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 3 and "no such file" in bad.stderr  # an input error
 

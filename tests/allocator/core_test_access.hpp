@@ -23,6 +23,8 @@ class AllocatorCoreTestAccess {
   static std::size_t& segment_count(AllocatorCore& core, StreamId stream) {
     return core.store_.pools_of(stream)->segments;
   }
+  // Walks over every stream's pools so far (flush_recent(), release_all_cached()).
+  static std::uint64_t stream_walks(const AllocatorCore& core) { return core.stream_walks_; }
 };
 
 }  // namespace memscope

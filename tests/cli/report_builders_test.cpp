@@ -143,7 +143,7 @@ TEST(ReportOfMetrics, OneTablePerStageAndNoChart) {
   EXPECT_EQ(page.find("<canvas id=\"memscope-chart\""), std::string::npos);
 }
 
-// Issue 44.12: a metrics file of 4,000,000 keys made a page of 363 MB. Tables keep at most
+// Issue 44.12: a 196 MB metrics file made a 363 MB page. Tables keep at most
 // HtmlOptions::max_table_rows rows in all, each its first ones, saying what they left out.
 // Costs about 0.1 s.
 TEST(RenderHtml, TablesKeepAtMostMaxTableRowsInAll) {

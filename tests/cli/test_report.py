@@ -82,7 +82,7 @@ def test_metrics_html(tmp_path: Path, artifacts: Path) -> None:
 
 
 def test_a_large_metrics_file_makes_a_bounded_page(tmp_path: Path) -> None:
-    """Issue 44.12: a metrics file of 4,000,000 keys (196 MB) made a 363 MB page. The page keeps
+    """Issue 44.12: a 196 MB metrics file made a 363 MB page. The page keeps
     the first 5,000 keys (HtmlOptions::max_table_rows) and says so; the text has them all. A
     9 MB file of 200,000 keys here; costs about 2 s."""
     keys = 200_000

@@ -172,10 +172,10 @@ InputFile read_input(const fs::path& path, std::string_view role) {
     case TraceFormat::json:
       break;
   }
-  // Saved metrics (one flat object of numbers, strings and booleans, Python's NaN too: save_metrics
-  // writes {} for none) are parsed once, from these bytes, with no JSON tree: the path may be a
-  // pipe that cannot be read twice, and a tree of millions of keys took gigabytes (issue 44). One
-  // with a "format" key may be an envelope: the tree below decides.
+  // Saved metrics (one flat object of numbers, strings and booleans, Python's NaN too; {} is
+  // what save_metrics writes for none) are parsed once, from these bytes, with no JSON tree: the
+  // path may be a pipe that cannot be read twice, and a tree of millions of keys took gigabytes
+  // (issue 44). One with a "format" key may be an envelope: the tree below decides.
   std::optional<Metrics> metrics = parse_metrics(bytes);
   if (metrics && !metrics->contains("format")) {
     file.kind = InputKind::metrics;

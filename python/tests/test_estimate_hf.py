@@ -17,6 +17,8 @@ import pytest
 import memscope
 
 torch = pytest.importorskip("torch")
+# The command line, as `memscope estimate` execs it.
+COMMAND = [sys.executable, "-m", "memscope._estimate_command"]
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
 
@@ -130,14 +132,14 @@ def test_command_line_hf(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     _, tiny = _hf_workloads.GALLERY["GPT-2"]
     config.write_text(json.dumps({"model_type": "gpt2", **tiny}))
-    r = subprocess.run([sys.executable, "-m", "memscope._estimate_command", "--hf", str(config),
+    r = subprocess.run([*COMMAND, "--hf", str(config),
                         "--seq", "64", "--batch", "2", "--bf16", "--capacity", "1GiB",
                         "--device", "h200", "--json", str(out)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     figures = json.loads(out.read_text())["estimate"]
     assert figures["batch"] == 2 and figures["attention"]
-    bad = subprocess.run([sys.executable, "-m", "memscope._estimate_command", "--hf", "no-such-model"],
+    bad = subprocess.run([*COMMAND, "--hf", "no-such-model"],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "not a transformers model type" in bad.stderr  # usage
 

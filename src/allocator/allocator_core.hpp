@@ -111,6 +111,9 @@ class AllocatorCore {
   [[nodiscard]] const detail::ExpandableSegments& expandable_segments() const noexcept {
     return expandable_;
   }
+  // Walks over every stream's pools so far (flush_recent(), release_all_cached()): what tests
+  // count to see a refusal skip them.
+  [[nodiscard]] std::uint64_t stream_walks() const noexcept { return stream_walks_; }
   [[nodiscard]] std::size_t memory_limit() const noexcept { return memory_limit_; }
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
 
@@ -216,8 +219,17 @@ class AllocatorCore {
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
   detail::AllocatorStatistics statistics_;  // the figures stats() reports, and peak windows
-  detail::FrontCache front_cache_;          // the per-stream recent blocks' rules
-  OutOfMemoryError::Figures oom_;           // see oom_figures()
+  // Walks over every stream skipped while nothing they look for can have appeared (issue 44):
+  // front caches fill only through frees, and a release (fixed segments) finds a whole cached
+  // segment only after a free. At the limit every refused allocation made both walks, over
+  // streams that had freed nothing: an RMM log of 60,000 streams took 35 s to replay, 300,000
+  // over 120 s (bench/oom_replay.cpp).
+  std::uint64_t frees_at_flush_ = 0;    // statistics_.frees() when flush_recent() last walked
+  std::uint64_t frees_at_release_ = 0;  // ... when release_all_cached() last walked
+  bool released_once_ = false;          // frees_at_release_ holds
+  std::uint64_t stream_walks_ = 0;      // walks over every stream (stream_walks())
+  detail::FrontCache front_cache_;      // the per-stream recent blocks' rules
+  OutOfMemoryError::Figures oom_;       // see oom_figures()
   unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
   // Why calls leave the hot path, in one word that reuse() and file_if_hot() test with one
   // instruction: hooks_' bits and the OffHotPath ones (update_off_hot_path() keeps it).

@@ -89,6 +89,9 @@ class AllocatorStatistics {
     return allocations_before_reset_ +
            static_cast<std::uint64_t>(kept_.allocation[kAllPools].allocated);
   }
+  // Frees made so far, the hot path's too (allocations made minus those live); unlike the
+  // cumulative counters, reset_accumulated() leaves it alone.
+  [[nodiscard]] std::uint64_t frees() const noexcept { return clock() - live_allocations(); }
   // Every statistic as users read it: freed and active derived (see kept_).
   [[nodiscard]] MemoryStats report() const noexcept;
   void reset_peaks() noexcept;

@@ -117,6 +117,9 @@ class BlockStore {
   void drop_unused_pools() noexcept;
   // The same for one stream's pools, found by its id: no walk over the others.
   void drop_pools_if_unused(StreamId stream) noexcept;
+  // After an allocation on `stream` was refused nothing holds its pools: they go when it has no
+  // segment, last_pools() too (release_all_cached() no longer walks every stream to drop them).
+  void drop_refused_pools(StreamId stream) noexcept;
   // Expandable segments: the bins that hold a whole free page (PageDonors), of the small pools
   // and of the large ones: each pool has one page size, and a growth walks only the lists of
   // its own page size (expandable_segments_page_size may make the large pool's differ).

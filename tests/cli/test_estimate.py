@@ -1,12 +1,12 @@
 """`memscope estimate`: the command execs `python3 -m memscope._estimate_command` (the capture
 needs PyTorch); end to end on a small step without a GPU, with --json and --html, and the
 errors of a missing interpreter and of a step the capture cannot run; the exit codes of
-docs/cli.md's table; outputs checked before the capture, never an input nor another output, written whole."""
+docs/cli.md's table; outputs checked before the capture, never an input nor another output,
+written whole."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path

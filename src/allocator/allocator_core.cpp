@@ -138,7 +138,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     oom.allocated = static_cast<std::size_t>(statistics_.allocated_bytes());
     oom.reserved = static_cast<std::size_t>(statistics_.reserved_bytes());
     oom.limit = memory_limit_;
-    if (recording_events()) recorder_->record(TraceAction::oom, oom.device_free, size, 0, stream);
+    if (recording_events()) recording_.event(TraceAction::oom, oom.device_free, size, 0, stream);
     return nullptr;
   }
   hand_out(block, rounded, size);
@@ -332,7 +332,7 @@ std::size_t AllocatorCore::empty_cache() {
     update_off_hot_path();
   }
   if (recording_events()) {
-    recorder_->record(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
+    recording_.event(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   }
   store_.trim_spares(kSpareBlocks);
   return released;
@@ -402,7 +402,7 @@ void AllocatorCore::synchronize_events() noexcept {
 
 void AllocatorCore::update_hooks() noexcept {
   hooks_ = (statistics_.has_windows() ? kHookWindows : 0U) |
-           (recorder_ != nullptr && recorder_->wants_frees() ? kHookRecord : 0U);
+           (recording_.wants_frees() ? kHookRecord : 0U);
   update_off_hot_path();
 }
 
@@ -425,12 +425,12 @@ void AllocatorCore::close_window(PeakScope::Windows::Window& window) noexcept {
 }
 
 void AllocatorCore::start_recording(const RecordingOptions& options) {
-  recorder_ = std::make_unique<detail::Recorder>(options);  // the earlier log goes
+  recording_.start(options);  // the earlier log goes
   update_hooks();
 }
 
 void AllocatorCore::stop_recording() noexcept {
-  if (recorder_ != nullptr) recorder_->stop();
+  recording_.stop();
   update_hooks();
 }
 
@@ -438,26 +438,22 @@ void AllocatorCore::after_allocate(const Block& block, std::size_t requested) no
   if ((hooks_ & kHookWindows) != 0) statistics_.observe_windows();
   if ((hooks_ & kHookRecord) != 0) {
     // Stacks start at our caller (the allocator's allocate()): the recorder's frames are noise.
-    recorder_->record_alloc(block.address, requested, block.size, block.stream(),
-                            reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
+    recording_.allocated(block, requested,
+                         reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
   }
 }
 
 void AllocatorCore::record_free(const Block& block) noexcept {
-  // Without streams to wait for, the block goes back to the cache in this very call.
-  recorder_->record_free(block.address, block.requested_size, block.size, block.stream(),
-                         block.stream_uses.empty());
-  if (!recorder_->active()) update_hooks();  // the last stack forgotten: frees are free again
+  if (!recording_.freed(block)) update_hooks();  // the last stack forgotten: frees are free again
 }
 
 void AllocatorCore::Host::record_segment_event(TraceAction action, std::uintptr_t address,
                                                std::size_t bytes, StreamId stream) noexcept {
-  if (core_.recording_events()) core_.recorder_->record(action, address, bytes, bytes, stream);
+  if (core_.recording_events()) core_.recording_.event(action, address, bytes, bytes, stream);
 }
 
 void AllocatorCore::record_completed(const Block& block) noexcept {
-  recorder_->record_completed(block.address, block.requested_size, block.size, block.stream());
-  if (!recorder_->active()) update_hooks();
+  if (!recording_.completed(block)) update_hooks();
 }
 
 }  // namespace memscope

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "allocator/allocation_recording.hpp"
 #include "allocator/allocator_statistics.hpp"
 #include "allocator/block.hpp"
 #include "allocator/block_store.hpp"
@@ -21,7 +22,6 @@
 #include "allocator/front_cache.hpp"
 #include "allocator/pointer_map.hpp"
 #include "allocator/reclaim.hpp"
-#include "allocator/recorder.hpp"
 #include "allocator/recycler.hpp"
 #include "allocator/stream_events.hpp"
 #include "memscope/backend.hpp"
@@ -92,11 +92,11 @@ class AllocatorCore {
   void open_window(PeakScope::Windows::Window& window) noexcept;
   void close_window(PeakScope::Windows::Window& window) noexcept;
 
-  // Recording (recorder.hpp): start afresh (UsageError for max_entries 0), stop (the log is
-  // kept for recorder()), and the log, null when never started.
+  // Recording (allocation_recording.hpp): start afresh (UsageError for max_entries 0), stop (the
+  // log is kept for recorder()), and the log, null when never started.
   void start_recording(const RecordingOptions& options);
   void stop_recording() noexcept;
-  [[nodiscard]] const detail::Recorder* recorder() const noexcept { return recorder_.get(); }
+  [[nodiscard]] const detail::Recorder* recorder() const noexcept { return recording_.recorder(); }
   [[nodiscard]] PeakScope::Windows::Values peak_counters() const noexcept {
     return statistics_.peak_counters();
   }
@@ -234,7 +234,7 @@ class AllocatorCore {
   // Why calls leave the hot path, in one word that reuse() and file_if_hot() test with one
   // instruction: hooks_' bits and the OffHotPath ones (update_off_hot_path() keeps it).
   unsigned off_hot_path_ = 0;
-  std::unique_ptr<detail::Recorder> recorder_;
+  detail::AllocationRecording recording_;  // the events into its Recorder
   // The allocator's clock, which ages cached blocks for gc: allocations made so far.
   [[nodiscard]] std::uint64_t clock() const noexcept { return statistics_.clock(); }
   detail::BlockStore store_;     // segments, blocks, the pointer map, each stream's pools

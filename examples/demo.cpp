@@ -127,8 +127,21 @@ void show_empty_cache_scenario(CachingAllocator& allocator, const HostProbe& hos
       "block in it is live. PyTorch's caching allocator behaves the same way.\n");
 }
 
+}  // namespace
+
+// Outside the anonymous namespace, exported (ENABLE_EXPORTS in examples/CMakeLists.txt) and
+// never inlined, so that the trace's C++ stacks name it: the allocations of phase 2 are blamed
+// on demo::step instead of "<no frames>".
+namespace demo {
+
 // One step: a batch and the buffers a forward pass writes (and, training, the gradients).
-void step(CachingAllocator& allocator, bool training) {
+void step(CachingAllocator& allocator, bool training);
+#if defined(__GNUC__) && !defined(__clang__)
+#define DEMO_NAMED_IN_STACKS [[gnu::noipa]]  // no inlining, no constprop clone (a local symbol)
+#else
+#define DEMO_NAMED_IN_STACKS [[gnu::noinline]]
+#endif
+DEMO_NAMED_IN_STACKS void step(CachingAllocator& allocator, bool training) {
   const Backend& backend = allocator.backend();
   std::vector<std::size_t> sizes = {
       float32_bytes({120, 3, 224, 224}),  // the input batch
@@ -144,6 +157,12 @@ void step(CachingAllocator& allocator, bool training) {
   }
   for (auto it = buffers.rbegin(); it != buffers.rend(); ++it) allocator.deallocate(*it);
 }
+
+}  // namespace demo
+
+namespace {
+
+using demo::step;
 
 struct LoopResult {
   std::string name;
@@ -250,7 +269,7 @@ int run(const std::string& output_dir, const std::string& given_snapshot) {
   memscope::TorchSnapshot own;  // phase 2 as the allocator recorded it, replayed in phase 4
   {
     auto train = tracker.stage("train");
-    allocator.start_recording();
+    allocator.start_recording({.cpp_stacks = true});  // the sites of the replay's tables
     results.push_back(run_loop(allocator, *host, tracker, /*empty_each_step=*/false));
     allocator.stop_recording();
     own = allocator.recorded_snapshot();  // with the segments cached at the end of phase 2

@@ -16,6 +16,10 @@ and raises its ImportError where transformers (or torch) is missing.
 ``device`` arguments accept an int (CUDA device index), ``"cuda"``, ``"cuda:1"``, ``"host"``,
 ``"sim:<size>"`` (a simulated device), a ``torch.device``, or an ``Allocator``; ``None`` is the
 current device: the current CUDA device when there is one, else the host.
+
+``memscope.Report`` renders what memscope shows (tables, summary lines, a memory chart) as the
+terminal's text, JSON or one self-contained HTML page, through the renderers the ``memscope``
+command uses.
 """
 
 from __future__ import annotations
@@ -70,6 +74,12 @@ from ._memscope import (
     ReplayMoment,
     ReplayResult,
     ReplaySite,
+    Report,
+    ReportBand,
+    ReportFormatError,
+    ReportMarker,
+    ReportSeries,
+    ReportTable,
     Trace,
     TraceFormatError,
     UsageError,
@@ -98,10 +108,11 @@ __all__ = [
     "Trace", "load_trace", "ReplayResult", "ReplayMoment", "ReplaySite", "LiveBreakdown",
     "FitResult",
     "Comparison",
+    "Report", "ReportTable", "ReportSeries", "ReportBand", "ReportMarker", "ReportFormatError",
 ]
 
 from ._capture import CaptureError
-from ._estimate import BatchSearch, Estimate, estimate, max_batch
+from ._estimate import BatchSearch, Estimate, StepTooLargeError, estimate, max_batch
 from ._tracking import (
     MemorySource,
     Tracker,
@@ -121,6 +132,7 @@ __all__ += [
     "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
     "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
     "nvml_source", "estimate", "max_batch", "Estimate", "BatchSearch", "CaptureError",
+    "StepTooLargeError",
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use

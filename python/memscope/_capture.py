@@ -16,19 +16,25 @@ How (docs/estimate.md has the user's view):
   storage) reports its ``free_completed`` the moment the last tensor using it goes.
 - What CUDA kernels allocate and CPU kernels do not is added where it is known: cuBLAS's
   workspace (one per thread that runs matrix multiplies: the step's and autograd's), and the
-  fp32 buffers of the flash-attention backward pass. ``NOT_MODELED`` lists what is not.
+  buffers of the fused attention backward passes. ``NOT_MODELED`` lists what is not.
+- ``F.scaled_dot_product_attention`` runs the backend CUDA's dispatch would pick on the GPU
+  estimated for (memscope._attention), not the CPU's choice.
 - Categories come from what tensors are: module parameters (seen by global forward hooks),
   their ``.grad``, optimizer state (global optimizer step hooks), tensors autograd saves for
   backward (saved-tensor hooks); everything else is a temporary.
-- While it runs, ``torch.cuda.is_available()`` is True when the workload's own code asks (it
-  believes the GPU it was written for is there; PyTorch's code still sees none), and
-  ``synchronize``, ``empty_cache`` and the peak resets do nothing.
+- While it runs, the workload's own code finds the GPU ``device=`` names (memscope._gpus):
+  ``torch.cuda.is_available()`` True, one device, its capability, bf16 support and memory;
+  PyTorch's code still sees none. ``synchronize``, ``empty_cache`` and the peak resets do
+  nothing; ``set_default_device("cuda")`` and ``GradScaler("cuda")`` work as on the GPU.
+- One capture runs at a time (_CAPTURE_LOCK), and every replacement in torch acts for the
+  capturing thread alone: other threads, during and after, see PyTorch's own functions.
 - ``torch.autocast("cuda", ...)`` becomes CPU autocast with the same dtype, and the ops CUDA
   autocast runs in fp32 get fp32 inputs at their Python call (see NOT_MODELED).
 """
 
 from __future__ import annotations
 
+import inspect
 import sys
 import threading
 import weakref
@@ -37,7 +43,9 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ._memscope import Error
+from . import _attention, _hf_patches
+from ._capture_scope import CAPTURE_LOCK, in_capture, replaced
+from ._memscope import Error, UsageError
 
 # cuBLAS's workspace per (handle, stream): PyTorch's default, in
 # aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on
@@ -53,10 +61,8 @@ CATEGORIES = ("host", "parameters", "gradients", "optimizer state", "activations
 NOT_MODELED = (
     "cuDNN workspaces (convolutions): cuDNN picks algorithms and their workspace on the GPU; "
     "a conv net's peak may be higher than estimated",
-    "the memory-efficient attention kernel's backward workspace (fp32 scaled-dot-product "
-    "attention); flash attention's fp32 buffers are modelled",
-    "kernels PyTorch's CPU dispatch picks differently from CUDA's: where CPU attention falls "
-    "back to the math path but CUDA would use a fused kernel, the estimate is high",
+    "attention backward workspaces are modelled from the kernels' sources, not measured: "
+    "the memory-efficient kernel's key splits and cuDNN's graph workspace are approximations",
     "autocast(\"cuda\") runs as CPU autocast with the same dtype, and CUDA autocast's fp32 "
     "ops are cast at their Python call (torch.exp, F.softmax, F.cross_entropy, ...); an op "
     "called from C++ inside another (a composite) follows CPU autocast's lists",
@@ -83,11 +89,6 @@ _AUTOCAST_FP32_DTYPE = frozenset(
 _MATMULS = frozenset(
     ("mm", "addmm", "bmm", "baddbmm", "addbmm", "mv", "addmv", "_addmm_activation", "matmul",
      "dot", "vdot", "addr", "_int_mm", "_scaled_mm"))
-_FLASH_BACKWARD = frozenset(
-    ("_scaled_dot_product_flash_attention_for_cpu_backward",
-     "_scaled_dot_product_flash_attention_backward"))
-
-
 class CaptureError(Error, RuntimeError):
     """The step cannot be captured without a GPU: an op with no fake kernel, an output whose
     shape or value depends on data (``.item()``, ``nonzero``), or code that needs a real CUDA
@@ -124,6 +125,7 @@ class Capture:
     ops: int = 0
     workspace_bytes: int = 0
     setup_reads: int = 0  # tensor values read while the model was built (zero stood in)
+    attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
 
 
 def _rewrite_device(value: Any) -> tuple[Any, bool]:
@@ -142,8 +144,9 @@ def _rewrite_device(value: Any) -> tuple[Any, bool]:
 class _Recorder:
     """The state of one capture, shared by the modes and hooks."""
 
-    def __init__(self, workspace_bytes: int) -> None:
+    def __init__(self, workspace_bytes: int, gpu: Optional[_attention.Gpu] = None) -> None:
         self.capture = Capture(workspace_bytes=workspace_bytes)
+        self.gpu = gpu  # the GPU estimated for: how CUDA would dispatch attention
         self.live: dict[int, int] = {}  # storage key -> addr
         self.refs: dict[int, Any] = {}  # addr -> weakref to the storage
         self.next_addr = 0x7F0000000000
@@ -158,6 +161,18 @@ class _Recorder:
         self.tag_ids: dict[str, int] = {}
         self.stack_ids: dict[tuple[tuple[str, int, str], ...], int] = {}
         self.lock = threading.Lock()
+        self.default_cuda = False  # torch.set_default_device("cuda") inside the capture
+        self.in_scaler_step = 0  # > 0 inside GradScaler's step (its found-inf read)
+        self.threads: set[threading.Thread] = set()  # started by the capturing thread
+        self.foreign_forward = ""  # a module run by one of them: the thread's name
+
+    def in_autocast(self) -> bool:
+        """Inside autocast("cuda") (run as CPU autocast), or inside the CPU autocast that
+        activation checkpointing re-enters for its recomputation (the tensors' device is the
+        CPU, so it saved CPU autocast's state)."""
+        import torch
+
+        return self.autocast > 0 or torch.is_autocast_enabled("cpu")
 
     # ---- events ---------------------------------------------------------------------------
 
@@ -267,12 +282,20 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
             moved = False
+            if name == "backward" and func in (torch.Tensor.backward, torch.autograd.backward):
+                # The mode is off inside its own handler, and a backward runs user code again
+                # (activation checkpointing's recomputation), which must see it: the engine
+                # runs with the mode back on.
+                with self:
+                    return _run_backward(func, args, kwargs)
             if name in ("cuda", "to") and args and isinstance(args[0], torch.Tensor):
                 t = args[0]
                 if name == "cuda":
                     dtype, fmt, moved = None, kwargs.get("memory_format"), True
                 else:
-                    target, dtype, _, fmt = torch._C._nn._parse_to(*args[1:], **kwargs)
+                    # _parse_to takes no copy= (GradScaler's unscale passes one).
+                    target, dtype, _, fmt = torch._C._nn._parse_to(
+                        *args[1:], **{k: v for k, v in kwargs.items() if k != "copy"})
                     moved = target is not None and target.type == "cuda"
                 if moved:  # to the GPU: a copy there (a new allocation), unless it is there
                     how: dict[str, Any] = {}
@@ -287,9 +310,14 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
                         return t.to(copy=True, **how) if how else t.clone()
                     finally:
                         rec.device_depth -= 1
+            if name == "scaled_dot_product_attention" and rec.gpu is not None:
+                return _attention_as_cuda(rec, args, kwargs)
             if "device" in kwargs:
                 kwargs["device"], moved = _rewrite_device(kwargs["device"])
-            if rec.autocast and (name in _AUTOCAST_FP32 or name in _AUTOCAST_FP32_DTYPE):
+            if kwargs.get("device") is None and _cuda_by_default(rec) and (
+                    func in _device_constructors()):
+                kwargs["device"], moved = "cpu", True  # set_default_device("cuda")
+            if (name in _AUTOCAST_FP32 or name in _AUTOCAST_FP32_DTYPE) and rec.in_autocast():
                 args, kwargs = _autocast_fp32(name, args, kwargs)
             if not moved:
                 return func(*args, **kwargs)
@@ -300,6 +328,54 @@ def _device_rewrite_mode(rec: _Recorder) -> Any:
                 rec.device_depth -= 1
 
     return DeviceRewrite()
+
+
+def _device_constructors() -> Any:
+    from torch.utils._device import _device_constructors as constructors
+
+    return constructors()
+
+
+def _cuda_by_default(rec: _Recorder) -> bool:
+    """Whether a factory call without a device makes a CUDA tensor: set_default_device("cuda")
+    in the capture, or inside ``with torch.device("cuda"):`` (PyTorch's DeviceContext)."""
+    from torch.utils import _device
+
+    current = _device.CURRENT_DEVICE
+    return rec.default_cuda or (current is not None and current.type == "cuda")
+
+
+def _run_backward(func: Any, args: Any, kwargs: dict[str, Any]) -> None:
+    """Tensor.backward / torch.autograd.backward without their __torch_function__ check (which
+    would call the mode again): the gradients made as torch.autograd.backward makes them, then
+    the autograd engine."""
+    import torch
+    from torch.autograd import _make_grads, _tensor_or_tensors_to_tuple
+    from torch.autograd.graph import _engine_run_backward
+
+    if func is torch.Tensor.backward:
+        names: tuple[str, ...] = ("tensors", "grad_tensors", "retain_graph", "create_graph",
+                                  "inputs")
+        bound = dict(zip(names, args, strict=False))
+        if "gradient" in kwargs:
+            bound["grad_tensors"] = kwargs.pop("gradient")
+        bound.update(kwargs)
+    else:
+        names = ("tensors", "grad_tensors", "retain_graph", "create_graph", "grad_variables",
+                 "inputs")
+        bound = {**dict(zip(names, args, strict=False)), **kwargs}
+    tensors = bound["tensors"]
+    tensors = (tensors,) if isinstance(tensors, torch.Tensor) else tuple(tensors)
+    inputs = bound.get("inputs")
+    inputs = (() if inputs is None else
+              (inputs,) if isinstance(inputs, torch.Tensor) else tuple(inputs))
+    grads = _make_grads(tensors, _tensor_or_tensors_to_tuple(bound.get("grad_tensors"),
+                                                             len(tensors)),
+                        is_grads_batched=False)
+    create_graph = bool(bound.get("create_graph", False))
+    retain_graph = bound.get("retain_graph")
+    _engine_run_backward(tensors, grads, create_graph if retain_graph is None else retain_graph,
+                         create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
 
 
 def _record_mode(rec: _Recorder) -> Any:
@@ -327,9 +403,17 @@ def _record_mode(rec: _Recorder) -> Any:
             if on_device:
                 if name in _MATMULS:
                     rec.workspace(phase)
-                if name in _FLASH_BACKWARD:
+                if name in _attention.FUSED_BACKWARD:
                     extra = [rec.alloc(n, phase, op=f"{name} (CUDA buffer)")
-                             for n in _flash_backward_buffers(args)]
+                             for n in _attention.backward_buffers(name, args)]
+            if name == "_local_scalar_dense" and rec.in_scaler_step:
+                # GradScaler's step asks whether any gradient was inf or NaN (a value no fake
+                # tensor has): none, as on a healthy run, so the optimizer steps. Values the
+                # fake mode knows (the optimizer's step counts) are read as they are.
+                try:
+                    return func(*args, **kwargs)
+                except Exception:
+                    return 0.0 if args[0].is_floating_point() else 0
             if name == "_local_scalar_dense" and rec.step == 0:
                 # A value read while the model is built (e.g. trunc_normal_'s rejection loop):
                 # no memory depends on initial values, so a zero stands in for it.
@@ -341,9 +425,14 @@ def _record_mode(rec: _Recorder) -> Any:
             except Exception as e:  # reported with the op's name
                 raise _capture_error(func, e) from e
             if on_device:
-                for t in tree_flatten(out)[0]:
-                    if isinstance(t, torch.Tensor):
-                        rec.track(t.untyped_storage(), phase, name)
+                host = _attention.host_outputs(name, args, kwargs)
+                outs = out if host and isinstance(out, tuple) else (out,)
+                for i, o in enumerate(outs):
+                    if i in host:  # CUDA's kernel keeps this output on the host
+                        continue
+                    for t in tree_flatten(o)[0]:
+                        if isinstance(t, torch.Tensor):
+                            rec.track(t.untyped_storage(), phase, name)
             for addr in extra:
                 rec.free(addr)
             return out
@@ -371,20 +460,28 @@ def _autocast_fp32(name: str, args: Any, kwargs: dict[str, Any]) -> tuple[Any, d
     return tuple(up(a) for a in args), {k: up(v) for k, v in kwargs.items()}
 
 
-def _flash_backward_buffers(args: Any) -> list[int]:
-    """Bytes of the fp32 buffers CUDA's flash-attention backward allocates (flash_api.cpp,
-    mha_bwd): softmax_d (batch, heads, seqlen_q rounded up to 128) and dq_accum (batch,
-    seqlen_q rounded to 128, heads, head_dim rounded to 32, or 64 above 128). Half precision
-    only: CUDA runs fp32 attention on another kernel."""
+def _attention_as_cuda(rec: _Recorder, args: Any, kwargs: dict[str, Any]) -> Any:
+    """F.scaled_dot_product_attention on the backend CUDA's dispatch would choose for rec.gpu
+    (memscope._attention). Under autocast("cuda") its floating inputs are cast first, as CUDA
+    autocast does for this op (lower precision list), and the backend runs without autocast."""
     import torch
 
-    q = args[1] if len(args) > 1 else None
-    if not isinstance(q, torch.Tensor) or q.dim() != 4 or q.dtype == torch.float32:
-        return []
-    b, h, lq, d = (int(x) for x in q.shape)
-    lq_r = (lq + 127) // 128 * 128
-    d_r = (d + 31) // 32 * 32 if d <= 128 else (d + 63) // 64 * 64
-    return [b * h * lq_r * 4, b * lq_r * h * d_r * 4]
+    call, scale = _attention.parse_call(args, kwargs)
+    assert rec.gpu is not None
+    if rec.in_autocast():
+        low = torch.get_autocast_dtype("cpu")
+
+        def cast(t: Any) -> Any:
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.dtype != low:
+                return t.to(low)
+            return t
+
+        call.q, call.k, call.v, call.mask = (cast(t) for t in (call.q, call.k, call.v,
+                                                                call.mask))
+    backend = _attention.choose_backend(call, rec.gpu)
+    rec.capture.attention[backend] = rec.capture.attention.get(backend, 0) + 1
+    with torch.autocast("cpu", enabled=False):
+        return _attention.run(call, scale, backend)
 
 
 def _capture_error(func: Any, e: Exception) -> CaptureError:
@@ -401,13 +498,18 @@ def _capture_error(func: Any, e: Exception) -> CaptureError:
 
 
 @contextmanager
-def _patched_torch(on_enter: Callable[[int], None]) -> Iterator[None]:
-    """What the capture changes in torch while it runs, undone after."""
+def _patched_torch(rec: _Recorder, gpu: _attention.Gpu, capacity: int) -> Iterator[None]:
+    """What the capture changes in torch while it runs, undone after. Every replacement acts
+    for the capturing thread alone (in_capture()); other threads get torch's own function."""
     with ExitStack() as stack:
         stack.enter_context(_fake_swap_patch())
-        stack.enter_context(_autocast_patch(on_enter))
+        stack.enter_context(_autocast_patch(rec))
         stack.enter_context(_foreach_patch())
-        stack.enter_context(_cuda_patch())
+        stack.enter_context(_cuda_patch(gpu, capacity))
+        stack.enter_context(_default_device_patch(rec))
+        stack.enter_context(_grad_scaler_patch(rec))
+        stack.enter_context(_thread_patch(rec))
+        stack.enter_context(_hf_patches.patched_transformers())
         yield
 
 
@@ -428,22 +530,17 @@ def _fake_swap_patch() -> Iterator[None]:
                     del memo[k]
         swap(t1, t2)  # type: ignore[no-untyped-call]
 
-    torch.utils.swap_tensors = swap_fake
-    try:
+    with replaced(torch.utils, "swap_tensors", swap_fake):
         yield
-    finally:
-        torch.utils.swap_tensors = swap
 
 
 @contextmanager
-def _autocast_patch(on_enter: Callable[[int], None]) -> Iterator[None]:
-    """autocast("cuda") runs as CPU autocast (fp16 unless told), and tells `on_enter` (+1, -1)
-    when an enabled CUDA autocast region is entered and left."""
+def _autocast_patch(rec: _Recorder) -> Iterator[None]:
+    """autocast("cuda") runs as CPU autocast (fp16 unless told), and counts in rec.autocast
+    the enabled CUDA autocast regions the step is in."""
     import torch
 
     autocast = torch.amp.autocast_mode.autocast
-    autocast_init, autocast_enter, autocast_exit = (
-        autocast.__init__, autocast.__enter__, autocast.__exit__)
 
     def cpu_autocast(self: Any, device_type: str, *args: Any, **kwargs: Any) -> None:
         self._memscope_cuda = device_type == "cuda"
@@ -451,27 +548,23 @@ def _autocast_patch(on_enter: Callable[[int], None]) -> Iterator[None]:
             device_type = "cpu"
             if kwargs.get("dtype") is None and not args:
                 kwargs["dtype"] = torch.float16
-        autocast_init(self, device_type, *args, **kwargs)
+        init(self, device_type, *args, **kwargs)
 
     def enter(self: Any) -> Any:
         if getattr(self, "_memscope_cuda", False) and self._enabled:
-            on_enter(1)
-        return autocast_enter(self)  # type: ignore[no-untyped-call]
+            rec.autocast += 1
+        return autocast_enter(self)
 
     def exit(self: Any, *exc: Any) -> Any:
         if getattr(self, "_memscope_cuda", False) and self._enabled:
-            on_enter(-1)
+            rec.autocast -= 1
         return autocast_exit(self, *exc)
 
-    autocast.__init__ = cpu_autocast  # type: ignore[method-assign]
-    autocast.__enter__ = enter  # type: ignore[method-assign]
-    autocast.__exit__ = exit  # type: ignore[method-assign]
-    try:
+    with ExitStack() as stack:
+        init = stack.enter_context(replaced(autocast, "__init__", cpu_autocast))
+        autocast_enter = stack.enter_context(replaced(autocast, "__enter__", enter))
+        autocast_exit = stack.enter_context(replaced(autocast, "__exit__", exit))
         yield
-    finally:
-        autocast.__init__ = autocast_init  # type: ignore[method-assign]
-        autocast.__enter__ = autocast_enter  # type: ignore[method-assign]
-        autocast.__exit__ = autocast_exit  # type: ignore[method-assign]
 
 
 @contextmanager
@@ -491,43 +584,185 @@ def _foreach_patch() -> Iterator[None]:
     holders = [m for name, m in list(sys.modules.items())
                if name.startswith("torch.optim") and m is not None
                and getattr(m, "_default_to_fused_or_foreach", None) is default_foreach]
-    for m in holders:
-        m._default_to_fused_or_foreach = cuda_foreach  # type: ignore[attr-defined]
-    try:
-        yield
-    finally:
+    with ExitStack() as stack:
         for m in holders:
-            m._default_to_fused_or_foreach = default_foreach  # type: ignore[attr-defined]
+            stack.enter_context(replaced(m, "_default_to_fused_or_foreach", cuda_foreach))
+        yield
+
+
+def _for_user(fake: Callable[..., Any], real: Callable[..., Any]) -> Callable[..., Any]:
+    """`fake` when the workload's code calls, `real` when PyTorch's own code does: it must keep
+    seeing no CUDA, since its kernels run on the CPU. For replaced(), which adds one frame."""
+
+    def query(*args: Any, **kwargs: Any) -> Any:
+        # 0: query, 1: _replaced's wrapper, 2: the caller.
+        caller = sys._getframe(2).f_code.co_filename
+        return (real if "/torch/" in caller else fake)(*args, **kwargs)
+
+    return query
+
+
+def _device_index(call: str, device: Any) -> int:
+    """The index a torch.cuda query names (None, 0, "cuda", "cuda:0", torch.device); a
+    CaptureError naming the call for any other GPU: the capture stands in for one."""
+    import torch
+
+    index: Any = device
+    if isinstance(device, torch.device):
+        if device.type != "cuda":
+            raise CaptureError(f"memscope.estimate: torch.cuda.{call}({device!r}): not a CUDA "
+                               "device", op=f"torch.cuda.{call}")
+        index = device.index
+    elif isinstance(device, str):
+        d = torch.device(device)
+        index = d.index if d.type == "cuda" else -1
+    if index is None or index == 0:
+        return 0
+    raise CaptureError(f"memscope.estimate: torch.cuda.{call}({device!r}): the capture stands in "
+                       "for one GPU, device 0; estimate each GPU's share with its own step",
+                       op=f"torch.cuda.{call}")
+
+
+@dataclass(frozen=True)
+class _DeviceProperties:
+    """What torch.cuda.get_device_properties() answers inside a capture."""
+
+    name: str
+    major: int
+    minor: int
+    total_memory: int
+    is_integrated: bool = False
+    is_multi_gpu_board: bool = False
 
 
 @contextmanager
-def _cuda_patch() -> Iterator[None]:
-    """The step's code believes what it was written for: a CUDA device is there. Calls that
-    would reach the CUDA runtime (synchronize, the allocator's statistics) do nothing. Only the
-    user's code is told so: PyTorch's own code must keep seeing no CUDA."""
+def _cuda_patch(gpu: _attention.Gpu, capacity: int) -> Iterator[None]:
+    """The step's code believes what it was written for: one CUDA device is there, the GPU
+    `gpu` describes (count 1, its capability, bf16 from 8.0 on, `capacity` as its memory), and
+    calls that would reach the CUDA runtime (synchronize, the allocator's statistics) do
+    nothing. Only the user's code is told so: PyTorch's own code must keep seeing no CUDA."""
     import torch
 
-    real_available = torch.cuda.is_available
+    def capability(device: Any = None) -> tuple[int, int]:
+        _device_index("get_device_capability", device)
+        return gpu.major, gpu.minor
 
-    def is_available() -> bool:
-        caller = sys._getframe(1).f_code.co_filename
-        return "/torch/" not in caller or bool(real_available())
+    def name(device: Any = None) -> str:
+        _device_index("get_device_name", device)
+        return gpu.name
 
-    cuda_patches: dict[str, Any] = {
-        "is_available": is_available,
+    def properties(device: Any = None) -> _DeviceProperties:
+        _device_index("get_device_properties", device)
+        return _DeviceProperties(gpu.name, gpu.major, gpu.minor, capacity)
+
+    def bf16(including_emulation: bool = True) -> bool:
+        return gpu.major >= 8  # bfloat16 arithmetic: Ampere on
+
+    def set_device(device: Any) -> None:
+        _device_index("set_device", device)
+
+    fakes: dict[str, Callable[..., Any]] = {
+        "is_available": lambda: True,
+        "device_count": lambda: 1,
+        "current_device": lambda: 0,
+        "set_device": set_device,
+        "get_device_capability": capability,
+        "get_device_name": name,
+        "get_device_properties": properties,
+        "is_bf16_supported": bf16,
+    }
+    no_ops: dict[str, Callable[..., Any]] = {
         "synchronize": lambda device=None: None,
         "empty_cache": lambda: None,
         "reset_peak_memory_stats": lambda device=None: None,
         "reset_accumulated_memory_stats": lambda device=None: None,
     }
-    cuda_saved = {name: getattr(torch.cuda, name) for name in cuda_patches}
-    for name, fn in cuda_patches.items():
-        setattr(torch.cuda, name, fn)
-    try:
+    with ExitStack() as stack:
+        for attr, fake in fakes.items():
+            stack.enter_context(replaced(torch.cuda, attr,
+                                          _for_user(fake, getattr(torch.cuda, attr))))
+        for attr, fn in no_ops.items():
+            stack.enter_context(replaced(torch.cuda, attr, fn))
         yield
-    finally:
-        for name, fn in cuda_saved.items():
-            setattr(torch.cuda, name, fn)
+
+
+@contextmanager
+def _default_device_patch(rec: _Recorder) -> Iterator[None]:
+    """torch.set_default_device("cuda") inside the capture makes factory calls without a device
+    device allocations (rec.default_cuda, read by the device rewrite) instead of installing
+    PyTorch's DeviceContext, which would put "cuda" on them below the capture's rewrite and
+    stay the thread's default after it. Other defaults go through to torch; whatever the step
+    set, the thread's default device is put back when the capture ends."""
+    import torch
+
+    holder = torch._GLOBAL_DEVICE_CONTEXT  # thread-local: this thread's default device
+    before = getattr(holder, "device_context", None)
+
+    def is_cuda(device: Any) -> bool:
+        if isinstance(device, int) and not isinstance(device, bool):
+            return True  # an index of the current accelerator: the GPU the step is for
+        try:
+            return bool(torch.device(device).type == "cuda")
+        except (TypeError, RuntimeError):
+            return False
+
+    def set_default(device: Any) -> None:
+        if device is not None and is_cuda(device):
+            rec.default_cuda = True
+            return
+        rec.default_cuda = False
+        real_set(device)
+
+    def get_default() -> Any:
+        return torch.device("cuda", 0) if rec.default_cuda else real_get()
+
+    with ExitStack() as stack:
+        real_set = stack.enter_context(replaced(torch, "set_default_device", set_default))
+        real_get = stack.enter_context(replaced(torch, "get_default_device",
+                                                 _for_user(get_default, torch.get_default_device)))
+        try:
+            yield
+        finally:
+            rec.default_cuda = False
+            if getattr(holder, "device_context", None) is not before:
+                real_set(before.device if before is not None else None)
+
+
+@contextmanager
+def _grad_scaler_patch(rec: _Recorder) -> Iterator[None]:
+    """GradScaler("cuda") stays enabled (PyTorch disables it, with a warning, where CUDA is
+    not available), so its scale, found-inf and growth tensors are on the device as on a GPU;
+    its step reads whether the gradients were finite (a value: .item()), which the capture
+    answers "finite" (rec.in_scaler_step), so the optimizer's step runs as on a healthy run."""
+    import torch.amp.grad_scaler as grad_scaler
+    import torch.cuda.amp.common as amp_common
+
+    scaler = grad_scaler.GradScaler
+
+    def maybe_opt_step(self: Any, *args: Any, **kwargs: Any) -> Any:
+        rec.in_scaler_step += 1
+        try:
+            return real_step(self, *args, **kwargs)
+        finally:
+            rec.in_scaler_step -= 1
+
+    with ExitStack() as stack:
+        stack.enter_context(replaced(amp_common, "amp_definitely_not_available",
+                                      lambda: False))
+        real_step = stack.enter_context(replaced(scaler, "_maybe_opt_step", maybe_opt_step))
+        yield
+
+
+@contextmanager
+def _thread_patch(rec: _Recorder) -> Iterator[None]:
+    """Threads the capturing thread starts are noted (rec.threads): the capture cannot see
+    what they run (PyTorch's modes are per thread), so a step that runs there is refused."""
+    def start(self: threading.Thread) -> None:
+        rec.threads.add(self)
+        real_start(self)
+
+    with replaced(threading.Thread, "start", start) as real_start:
+        yield
 
 
 class _Hooks:
@@ -556,6 +791,10 @@ class _Hooks:
                 self.rec.mark(p.grad, "gradients")
 
     def pre(self, module: Any, _args: Any) -> None:
+        if not in_capture():
+            if threading.current_thread() in self.rec.threads:
+                self.rec.foreign_forward = threading.current_thread().name
+            return
         for p in module.parameters(recurse=False):
             self.rec.mark(p, "parameters")
             if id(p) not in self.params:
@@ -565,10 +804,12 @@ class _Hooks:
         self.rec.module_stack.append(self.name_of(module))
 
     def post(self, _module: Any, _args: Any, _out: Any) -> None:
-        if self.rec.module_stack:
+        if in_capture() and self.rec.module_stack:
             self.rec.module_stack.pop()
 
     def opt_pre(self, opt: Any, _args: Any, _kwargs: Any) -> None:
+        if not in_capture():
+            return
         self.rec.in_optimizer += 1
         self.mark_grads()
         for group in opt.param_groups:
@@ -578,6 +819,8 @@ class _Hooks:
                     self.rec.mark(p.grad, "gradients")
 
     def opt_post(self, opt: Any, _args: Any, _kwargs: Any) -> None:
+        if not in_capture():
+            return
         rec = self.rec
         rec.in_optimizer = max(0, rec.in_optimizer - 1)
         host_steps = not any(g.get("capturable") or g.get("fused") for g in opt.param_groups)
@@ -618,19 +861,32 @@ class _Hooks:
 
 
 def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
-            workspace_bytes: int) -> Capture:
-    """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc."""
+            workspace_bytes: int, gpu: Optional[_attention.Gpu] = None,
+            capacity: int = 80 << 30) -> Capture:
+    """Runs workload(batch) and its step `steps` times on fake tensors; see the module's doc.
+    `gpu`: attention runs the backend CUDA would choose on it (None: as on the CPU), and the
+    step's CUDA queries describe it (None: a Hopper-class GPU), with `capacity` as its memory.
+    One capture runs at a time in a process: a second thread waits for the first; a capture
+    started inside another (the workload calls estimate) raises UsageError."""
+    if in_capture():
+        raise UsageError("memscope.estimate: called inside a capture (the workload or its step "
+                         "calls memscope.estimate or max_batch): call it outside the workload")
+    with CAPTURE_LOCK.held():
+        return _capture_owned(workload, batch, steps, workspace_bytes, gpu, capacity)
+
+
+def _capture_owned(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int,
+                   workspace_bytes: int, gpu: Optional[_attention.Gpu],
+                   capacity: int) -> Capture:
+    """capture(), on the thread that holds CAPTURE_LOCK."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    rec = _Recorder(workspace_bytes)
+    rec = _Recorder(workspace_bytes, gpu)
     rec.steps = steps
     hooks = _Hooks(rec)
-
-    def on_autocast(delta: int) -> None:
-        rec.autocast += delta
-
     with ExitStack() as stack:
-        stack.enter_context(_patched_torch(on_autocast))
+        stack.enter_context(_patched_torch(
+            rec, gpu if gpu is not None else _attention.gpu_for("cuda"), capacity))
         stack.enter_context(FakeTensorMode(allow_non_fake_inputs=True))
         stack.enter_context(_record_mode(rec))
         stack.enter_context(_device_rewrite_mode(rec))
@@ -639,6 +895,11 @@ def capture(workload: Callable[[int], Callable[[], Any]], batch: int, steps: int
             _run_steps(rec, hooks, workload, batch, steps)
         except CaptureError:
             raise
+        except SystemExit as e:  # sys.exit() in the workload: not a capture's end
+            raise CaptureError(
+                f"memscope.estimate: the workload called sys.exit({e.code!r}) during "
+                f"{'the step' if rec.step else 'setup'}; the step must return, not end the "
+                "process") from e
         except Exception as e:
             if isinstance(e.__cause__, CaptureError):
                 raise e.__cause__ from e
@@ -660,7 +921,27 @@ def _run_steps(rec: _Recorder, hooks: _Hooks, workload: Callable[[int], Callable
     for i in range(1, steps + 1):
         rec.step = i
         rec.capture.step_starts.append(len(rec.capture.events))
-        step()
+        _check_ran_here(rec, i, step())
         rec.module_stack.clear()
         hooks.mark_grads()  # gradients a step keeps (no optimizer, or no zero_grad)
         rec.capture.step_ends.append(len(rec.capture.events))
+
+
+def _check_ran_here(rec: _Recorder, i: int, returned: Any) -> None:
+    """A step whose work the capture cannot see would be estimated at the parameters alone and
+    "fit": one written as a generator or coroutine (calling it runs nothing), one that runs its
+    work on another thread (PyTorch's modes are per thread), one that allocates nothing."""
+    if inspect.isgenerator(returned) or inspect.iscoroutine(returned):
+        kind = "a generator" if inspect.isgenerator(returned) else "a coroutine (async def)"
+        returned.close()
+        raise CaptureError(f"memscope.estimate: the step is {kind}: calling it runs none of "
+                           "its body; return a plain function that runs one training step")
+    if rec.foreign_forward:
+        raise CaptureError(f"memscope.estimate: step {i} ran a module on thread "
+                           f"{rec.foreign_forward!r}, which the capture cannot see; run the step "
+                           "on the thread that calls estimate")
+    if rec.capture.step_starts[-1] == len(rec.capture.events):
+        started = " (it started threads: the capture sees only its own)" if rec.threads else ""
+        raise CaptureError(f"memscope.estimate: step {i} allocated no GPU memory{started}; the "
+                           "step must run its work on \"cuda\" tensors, on the calling thread, "
+                           "before it returns")

@@ -24,22 +24,59 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
-from ._memscope import ReplayResult, Trace, UsageError, format_bytes, parse_size
+from ._memscope import (
+    ReplayResult,
+    Trace,
+    UsageError,
+    _config_without_limit,
+    format_bytes,
+    parse_size_with_unit,
+)
 
 Workload = Callable[[int], Callable[[], Any]]
 Size = Union[int, str]
 
-# A device this large never refuses: the replay that finds what the step needs.
+# A device this large never refuses: the replay that finds what the step needs. A step that
+# asks for more (a batch of 2**40) is refused: no GPU has it, and the replay would stop short.
 _UNLIMITED = 1 << 50
 
 
+class StepTooLargeError(UsageError, ValueError):
+    """The step asks for more memory than any device has (over 1 PiB): the batch is too
+    large for an estimate to mean anything."""
+
+
 def _size(value: Size, what: str) -> int:
+    """A capacity as bytes (int > 0) or text with its unit ("24GiB"; "24" is refused as the
+    memscope command refuses it: parse_size_with_unit)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise TypeError(f"{what}: expected bytes (int) or a size such as \"24GiB\"")
-    n = parse_size(value) if isinstance(value, str) else value
+        raise TypeError(f"{what}: expected bytes (int) or a size such as \"24GiB\", got "
+                        f"{type(value).__name__}")
+    n = parse_size_with_unit(value, what) if isinstance(value, str) else value
     if n <= 0:
         raise ValueError(f"{what}: must be positive, got {value!r}")
+    if n >= _UNLIMITED:
+        raise ValueError(f"{what}: {value!r} is over 1 PiB, more than any GPU has")
     return n
+
+
+def _count(value: Any, what: str, low: int = 1) -> int:
+    """An int argument of at least `low` (bool refused: steps=True is no count)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what}: expected an int, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValueError(f"{what}: must be at least {low}, got {value}")
+    return value
+
+
+def _config(value: Any) -> str:
+    """The allocator settings, checked before any capture: ConfigError names a bad one."""
+    if not isinstance(value, str):
+        raise TypeError(f"config: expected allocator settings as a str such as "
+                        f"\"expandable_segments:true\" (\"\" for the defaults), got "
+                        f"{type(value).__name__}")
+    _config_without_limit(value)
+    return value
 
 
 def _workspace_for(device: str) -> int:
@@ -52,6 +89,36 @@ def _workspace_for(device: str) -> int:
                                                      "b200", "gb200", "sm90", "sm100", "sm120")):
         return _capture.CUBLAS_WORKSPACE_SM90
     return _capture.CUBLAS_WORKSPACE_OLDER
+
+
+def _device(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"device: expected a GPU name such as \"h100\", \"a100\" or "
+                        f"\"cuda:0\", got {type(value).__name__}")
+    return value
+
+
+def _arguments(workload: Any, capacity: Size, steps: Any, device: Any, config: Any,
+               workspace_bytes: Any) -> tuple[int, int]:
+    """Every argument estimate and max_batch share, checked before any capture: (capacity in
+    bytes, cuBLAS's workspace)."""
+    if not callable(workload):
+        raise TypeError(f"workload: expected a function workload(batch) returning the step, "
+                        f"or a transformers.Trainer, got {type(workload).__name__}")
+    _count(steps, "steps")
+    cap = _size(capacity, "capacity")
+    _device(device)
+    _config(config)
+    if workspace_bytes is None:
+        return cap, _workspace_for(device)
+    return cap, _count(workspace_bytes, "workspace_bytes", 0)
+
+
+def _gpu(device: str) -> Any:
+    """How the GPU named `device` dispatches attention (memscope._attention)."""
+    from . import _attention
+
+    return _attention.gpu_for(device)
 
 
 @dataclass
@@ -78,6 +145,7 @@ class Estimate:
     replay_seconds: float
     ops: int
     not_modeled: tuple[str, ...] = field(default_factory=tuple)
+    attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
 
     def explain(self) -> str:
         """An aligned text report: the peaks, the fit, what is live at the peak and what the
@@ -100,9 +168,14 @@ class Estimate:
             lines.append("by module (forward allocations; others by phase):")
             for name, n in self.top_modules:
                 lines.append(f"  {name[:26]:<26}  {format_bytes(n):>12}  {100 * n / total:5.1f}%")
+        if self.attention:
+            calls = ", ".join(f"{n} on {b}" for b, n in sorted(self.attention.items()))
+            lines.append(f"attention (scaled_dot_product_attention as CUDA dispatches it on "
+                         f"{self.device}): {calls}")
         lines.append(f"modelled: storage sizes of every op; cuBLAS workspaces of "
-                     f"{format_bytes(self.workspace_bytes)} per thread; flash-attention backward "
-                     "buffers; the caching allocator's rounding, splitting and cache")
+                     f"{format_bytes(self.workspace_bytes)} per thread; the attention backend "
+                     "CUDA picks, its saved tensors and backward buffers; the caching "
+                     "allocator's rounding, splitting and cache")
         lines.append("not modelled:")
         lines += [f"  - {x}" for x in self.not_modeled]
         return "\n".join(lines)
@@ -120,7 +193,7 @@ class Estimate:
             "top_modules": [list(m) for m in self.top_modules],
             "workspace_bytes": self.workspace_bytes, "ops": self.ops,
             "capture_seconds": self.capture_seconds, "replay_seconds": self.replay_seconds,
-            "not_modeled": list(self.not_modeled),
+            "not_modeled": list(self.not_modeled), "attention": dict(self.attention),
         }
 
 
@@ -129,27 +202,39 @@ def _require_torch() -> None:
         raise ImportError("memscope.estimate needs PyTorch: pip install torch")
 
 
-def estimate(workload: Workload, batch: int = 8, steps: int = 3, device: str = "cuda:0",
-             capacity: Size = "24GiB", config: str = "",
+def _as_workload(workload: Any, batch: Optional[int]) -> tuple[Workload, int]:
+    """(the workload, the batch): a transformers.Trainer becomes the workload of its training
+    step (memscope._trainer), its per-device batch size the default batch; 8 otherwise."""
+    from . import _trainer
+
+    if _trainer.is_trainer(workload):
+        work, per_device = _trainer.trainer_workload(workload)
+        return work, per_device if batch is None else batch
+    return workload, 8 if batch is None else batch
+
+
+def estimate(workload: Union[Workload, Any], batch: Optional[int] = None, steps: int = 3,
+             device: str = "cuda:0", capacity: Size = "24GiB", config: str = "",
              workspace_bytes: Optional[int] = None) -> Estimate:
     """Captures `steps` runs of the step ``workload(batch)`` returns, on fake tensors (nothing
     is allocated, no GPU is needed), and replays it on a simulated device of `capacity` with the
-    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `device` names the GPU the
-    estimate is for (it chooses cuBLAS's workspace size; "cuda:0" means a Hopper-class GPU);
-    `workspace_bytes` overrides that size. Raises memscope.CaptureError naming the op when the
-    step cannot run without data (an op with no fake kernel, ``.item()``, data-dependent
-    shapes)."""
-    if not isinstance(batch, int) or isinstance(batch, bool) or batch < 1:
-        raise ValueError(f"estimate: batch must be a positive int, got {batch!r}")
-    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"estimate: steps must be a positive int, got {steps!r}")
-    cap = _size(capacity, "capacity")
+    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `workload` may also be a
+    transformers.Trainer: its training step, with its arguments and one batch of its data
+    collator; `batch` defaults to its per-device batch size (else 8). `device` names the GPU the
+    estimate is for (it chooses cuBLAS's workspace size and the attention kernels; "cuda:0"
+    means a Hopper-class GPU); `workspace_bytes` overrides that size. Every argument is checked
+    before the capture (TypeError or ValueError naming it, memscope.ConfigError for `config`).
+    Raises memscope.CaptureError naming the op when the step cannot run without data (an op
+    with no fake kernel, ``.item()``, data-dependent shapes), StepTooLargeError when it needs
+    more than any GPU has."""
+    workload, batch = _as_workload(workload, batch)
+    _count(batch, "batch")
+    cap, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
     _require_torch()
     from . import _capture
 
-    ws = _workspace_for(device) if workspace_bytes is None else workspace_bytes
     t0 = time.perf_counter()
-    c = _capture.capture(workload, batch, steps, ws)
+    c = _capture.capture(workload, batch, steps, ws, gpu=_gpu(device), capacity=cap)
     return _evaluate(c, batch, steps, device, cap, config, time.perf_counter() - t0)
 
 
@@ -159,10 +244,17 @@ def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str
     from . import _capture
 
     t1 = time.perf_counter()
-    trace, starts = _trace(c)
-    free = trace.replay(capacity=_UNLIMITED, config=config, series=True, top_sites=0)
-    on_cap = trace.replay(capacity=cap, config=config) if cap < _UNLIMITED else free
-    assert isinstance(free, ReplayResult) and isinstance(on_cap, ReplayResult)
+    trace, starts = _trace(c, batch)
+    # What the step needs: no limit, whatever `config` says (its memory_limit is for the fit).
+    free = trace.replay(capacity=_UNLIMITED, config=_config_without_limit(config), series=True,
+                        top_sites=0)
+    assert isinstance(free, ReplayResult)
+    if free.oom:
+        raise StepTooLargeError(f"memscope.estimate: at batch {batch} the step asks for more "
+                                f"than {format_bytes(_UNLIMITED)}, more than any GPU has: give "
+                                "a smaller batch")
+    on_cap = trace.replay(capacity=cap, config=config)
+    assert isinstance(on_cap, ReplayResult)
     t2 = time.perf_counter()
     series = free.series
     first = starts[-1]
@@ -175,7 +267,8 @@ def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str
         peak_allocated=peak_allocated, peak_reserved=free.peak_reserved, fits=not on_cap.oom,
         by_category=by_category, top_modules=modules, trace=trace, replay=on_cap,
         workspace_bytes=c.workspace_bytes, capture_seconds=capture_seconds,
-        replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED)
+        replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED,
+        attention=dict(c.attention))
 
 
 def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
@@ -184,7 +277,7 @@ def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
     return [e for e in c.events if e[1] not in host]
 
 
-def _trace(c: Any) -> tuple[Trace, list[int]]:
+def _trace(c: Any, batch: int) -> tuple[Trace, list[int]]:
     host = {a.addr for a in c.allocations.values() if a.category == "host"}
     kept = 0
     index = []  # events kept before each original index
@@ -197,6 +290,11 @@ def _trace(c: Any) -> tuple[Trace, list[int]]:
     if not events:
         raise UsageError("memscope.estimate: the step allocated no GPU memory (does it use "
                          "\"cuda\" tensors?)")
+    largest = max(e[2] for e in events)
+    if largest >= _UNLIMITED:
+        raise StepTooLargeError(f"memscope.estimate: at batch {batch} one allocation is "
+                                f"{format_bytes(min(largest, (1 << 63) - 1))}, more than any "
+                                "GPU has: give a smaller batch")
     return Trace.from_events(events, c.tags, c.stacks), starts
 
 
@@ -317,7 +415,7 @@ def _largest_fitting(fits: Callable[[int], bool], lo: int, hi: Optional[int],
     return lo
 
 
-def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
+def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: int = 3,
               device: str = "cuda:0", config: str = "", limit: int = 1 << 16,
               workspace_bytes: Optional[int] = None) -> BatchSearch:
     """The largest batch whose steps replay on `capacity` without an out-of-memory error.
@@ -327,12 +425,17 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
     scaled to each batch tried (milliseconds each), and the answer is then checked by real
     captures at it and one above; when it is not, or the check disagrees, the search captures
     every batch it tries (doubling, then bisecting). The answer fits and answer + 1 does not
-    (unless it is `limit`). ``tried`` and ``predicted`` list every batch looked at."""
-    cap = _size(capacity, "capacity")
+    (unless it is `limit`). ``tried`` and ``predicted`` list every batch looked at. A batch so
+    large that the step asks for more than any device has (StepTooLargeError) does not fit.
+
+    Every argument is checked before the first capture: TypeError or ValueError naming it,
+    memscope.ConfigError for `config`."""
+    workload, _ = _as_workload(workload, None)
+    cap, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
+    _count(limit, "limit")
     _require_torch()
     from . import _capture
 
-    ws = _workspace_for(device) if workspace_bytes is None else workspace_bytes
     t0 = time.perf_counter()
     tried: dict[int, bool] = {}
     predicted: dict[int, bool] = {}
@@ -342,15 +445,23 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
     def captured(b: int) -> bool:
         if b not in tried:
             t = time.perf_counter()
-            c = _capture.capture(workload, b, steps, ws)
+            c = _capture.capture(workload, b, steps, ws, gpu=_gpu(device), capacity=cap)
             captures[b] = c
-            estimates[b] = _evaluate(c, b, steps, device, cap, config, time.perf_counter() - t)
-            tried[b] = estimates[b].fits
+            try:
+                estimates[b] = _evaluate(c, b, steps, device, cap, config,
+                                         time.perf_counter() - t)
+            except StepTooLargeError:
+                tried[b] = False
+            else:
+                tried[b] = estimates[b].fits
         return tried[b]
 
     def done(b: int, affine: bool) -> BatchSearch:
         return BatchSearch(b, cap, tried, predicted, affine, estimates, time.perf_counter() - t0)
 
+    if limit < 4:  # too few batches for the affine model: capture each
+        fits = [b for b in range(1, limit + 1) if captured(b)]
+        return done(max(fits, default=0), False)
     for b in (2, 3, 4):
         captured(b)
     model = _affine_model({b: captures[b] for b in (2, 3, 4)})
@@ -361,7 +472,11 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
             if b in tried:
                 return tried[b]
             if b not in predicted:
-                r = Trace.from_events(model(b), c2.tags, c2.stacks).replay(
+                events = model(b)
+                if max(e[2] for e in events) >= _UNLIMITED:
+                    predicted[b] = False
+                    return False
+                r = Trace.from_events(events, c2.tags, c2.stacks).replay(
                     capacity=cap, config=config, top_sites=0)
                 assert isinstance(r, ReplayResult)
                 predicted[b] = not r.oom
@@ -386,55 +501,195 @@ def max_batch(workload: Workload, capacity: Size = "24GiB", steps: int = 3,
                 model is not None)
 
 
+# The memscope command's exit codes (docs/cli.md, tools/memscope/cli.hpp).
+EXIT_OK, EXIT_NO, EXIT_USAGE, EXIT_INPUT, EXIT_OUTPUT, EXIT_INTERNAL = 0, 1, 2, 3, 4, 5
+
+
+class _Failure(Exception):
+    """What ends the command: its message (one line) and exit code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 def _load_workload(spec: str) -> Workload:
+    """FUNCTION of SCRIPT.py, the script run as a module: _Failure with the usage code for a
+    spec that is not SCRIPT.py:FUNCTION, the input code for a script that is missing, does not
+    run (a syntax error, an ImportError, sys.exit() at its top) or has no such function."""
     path, sep, name = spec.rpartition(":")
     if not sep or not path or not name:
-        raise UsageError(f"memscope estimate: expected SCRIPT.py:FUNCTION, got {spec!r}")
+        raise _Failure(EXIT_USAGE, f"expected SCRIPT.py:FUNCTION, got {spec!r}")
     if not os.path.isfile(path):
-        raise UsageError(f"memscope estimate: no such script: {path}")
+        what = "is a folder" if os.path.isdir(path) else "no such file"
+        raise _Failure(EXIT_INPUT, f"SCRIPT {path!r}: {what}; give SCRIPT.py:FUNCTION")
     spec_obj = importlib.util.spec_from_file_location("__memscope_workload__", path)
     if spec_obj is None or spec_obj.loader is None:
-        raise UsageError(f"memscope estimate: cannot load {path} as Python")
+        raise _Failure(EXIT_INPUT, f"SCRIPT {path!r}: cannot be loaded as Python (give a .py "
+                                   "file)")
     module = importlib.util.module_from_spec(spec_obj)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    spec_obj.loader.exec_module(module)
+    try:
+        spec_obj.loader.exec_module(module)
+    except SystemExit as e:
+        raise _Failure(EXIT_INPUT, f"SCRIPT {path!r} called sys.exit({e.code!r}) while it was "
+                                   "loaded; keep the training out of the script's top level "
+                                   "(under if __name__ == \"__main__\":)") from e
+    except Exception as e:
+        where = f" (line {e.lineno})" if isinstance(e, SyntaxError) and e.lineno else ""
+        raise _Failure(EXIT_INPUT, f"SCRIPT {path!r} failed while it was loaded{where}: "
+                                   f"{type(e).__name__}: {e}") from e
     fn = getattr(module, name, None)
     if not callable(fn):
-        raise UsageError(f"memscope estimate: {path} has no function {name!r}")
+        raise _Failure(EXIT_INPUT, f"SCRIPT {path!r} has no function {name!r}")
     return fn  # type: ignore[no-any-return]
 
 
-def _write_html(e: Estimate, path: str) -> None:
-    """The trace's replay as memscope's HTML report, by the memscope command
-    (MEMSCOPE_EXE, set by `memscope estimate`, else `memscope` on PATH)."""
+def _workload_of(a: argparse.Namespace) -> Workload:
+    """The command line's workload: SCRIPT.py:FUNCTION, or --hf MODEL."""
+    if (a.workload is None) == (a.hf is None):
+        raise _Failure(EXIT_USAGE, "give one of SCRIPT.py:FUNCTION or --hf MODEL")
+    if a.hf is None:
+        return _load_workload(a.workload)
+    from . import _hf_workloads
+
+    if a.seq < 1:
+        raise _Failure(EXIT_USAGE, f"--seq must be positive, got {a.seq}")
+    how = _hf_workloads.Training(bf16=a.bf16, fp16=a.fp16,
+                                 gradient_checkpointing=a.gradient_checkpointing,
+                                 optimizer=a.optim)
+    try:
+        return _hf_workloads.hf_workload(a.hf, seq=a.seq, how=how, attn_implementation=a.attn)
+    except UsageError as err:  # names no model type, config class or config file
+        raise _Failure(EXIT_USAGE, f"--hf {a.hf}: {err}") from err
+    except ImportError as err:  # transformers missing: the environment
+        raise _Failure(EXIT_INTERNAL, f"--hf {a.hf}: {err}") from err
+    except (ValueError, OSError) as err:  # a config file that does not read
+        raise _Failure(EXIT_INPUT, f"--hf {a.hf}: {err}") from err
+
+
+def _render_html(e: Estimate, folder: str) -> bytes:
+    """The trace's replay as memscope's HTML report, by the memscope command (MEMSCOPE_EXE,
+    set by `memscope estimate`, else `memscope` on PATH), rendered in `folder`."""
     exe = os.environ.get("MEMSCOPE_EXE") or shutil.which("memscope")
     if not exe:
-        raise UsageError("memscope estimate --html: the memscope command is not on PATH")
+        raise _Failure(EXIT_INTERNAL, "--html: the memscope command is not on PATH")
+    snap = os.path.join(folder, "estimate.pickle")
+    page = os.path.join(folder, "estimate.html")
+    e.trace.save(snap)
+    cmd = [exe, "replay", snap, "--capacity", f"{e.capacity}B", "--html", page]
+    if e.config:
+        cmd += ["--config", e.config]
+    # `memscope replay --capacity` exits 1 when the trace does not fit: the page is written.
+    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if r.returncode not in (0, 1):
+        raise _Failure(EXIT_INTERNAL, f"--html: {' '.join(cmd)} exited {r.returncode}: "
+                                      f"{r.stderr.strip()}")
+    with open(page, "rb") as f:
+        return f.read()
+
+
+def _write(option: str, path: str, content: bytes) -> None:
+    from ._memscope import Error, _write_file_atomically
+
+    try:
+        _write_file_atomically(path, content)
+    except Error as err:
+        raise _Failure(EXIT_OUTPUT, f"{option} {path!r}: cannot be written ({err}); give a path "
+                                    "in a folder that exists and is writable") from err
+
+
+def _result_json(e: Estimate, s: Optional[BatchSearch]) -> bytes:
+    """--json: the memscope envelope (include/memscope/json_envelope.hpp), the figures and the
+    text the command printed, so that `memscope report` can show it again."""
+    result: dict[str, Any] = {"format": "memscope-estimate", "version": 1,
+                              "estimate": e.to_dict(), "text": e.explain()}
+    if s is not None:
+        result["max_batch"] = {
+            "batch": s.batch, "seconds": s.seconds, "affine": s.affine,
+            "tried": {str(k): v for k, v in sorted(s.tried.items())},
+            "predicted": {str(k): v for k, v in sorted(s.predicted.items())}}
+        result["text"] += "\n" + s.explain()
+    return (json.dumps(result, indent=2) + "\n").encode()
+
+
+def _run(a: argparse.Namespace) -> int:
+    """The command's work; _Failure carries what ends it otherwise."""
+    from ._memscope import ConfigError
+
+    try:
+        _count(a.batch, "--batch")
+        _count(a.steps, "--steps")
+        _size(a.capacity, "--capacity")
+        _config(a.config)
+        _device(a.device)
+    except (TypeError, ValueError, ConfigError) as err:
+        raise _Failure(EXIT_USAGE, str(err)) from err
+    try:
+        _require_torch()
+    except ImportError as err:
+        raise _Failure(EXIT_INTERNAL, str(err)) from err
+    from ._capture import CaptureError
+
+    workload = _workload_of(a)
+    try:
+        e = estimate(workload, batch=a.batch, steps=a.steps, device=a.device,
+                     capacity=a.capacity, config=a.config)
+        print(e.explain())
+        s = None
+        if a.max_batch:
+            s = max_batch(workload, capacity=a.capacity, steps=a.steps, device=a.device,
+                          config=a.config)
+            print(s.explain())
+    except StepTooLargeError as err:
+        raise _Failure(EXIT_USAGE, f"--batch {a.batch}: {err}") from err
+    except (CaptureError, UsageError) as err:  # the script's step cannot be captured
+        raise _Failure(EXIT_INPUT, str(err)) from err
+    # Everything that can fail is made first; the files are then replaced one by one.
     with tempfile.TemporaryDirectory() as tmp:
-        snap = os.path.join(tmp, "estimate.pickle")
-        e.trace.save(snap)
-        cmd = [exe, "replay", snap, "--capacity", f"{e.capacity}B", "--html", path]
-        if e.config:
-            cmd += ["--config", e.config]
-        # `memscope replay --capacity` exits 1 when the trace does not fit: the page is written.
-        rc = subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode
-        if rc not in (0, 1):
-            raise UsageError(f"memscope estimate --html: {' '.join(cmd)} exited {rc}")
+        page = _render_html(e, tmp) if a.html else b""
+        if a.json:
+            _write("--json", a.json, _result_json(e, s))
+        if a.snapshot:
+            _write("--snapshot", a.snapshot,
+                   e.trace.to_json().encode() if a.snapshot.endswith(".json")
+                   else e.trace.to_pickle())
+        if a.html:
+            _write("--html", a.html, page)
+    return EXIT_OK if e.fits else EXIT_NO
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """``python3 -m memscope.estimate SCRIPT.py:FUNCTION --batch 8 --capacity 24GiB``."""
+    """``python3 -m memscope.estimate SCRIPT.py:FUNCTION --batch 8 --capacity 24GiB``. Exit
+    codes as every memscope command's (docs/cli.md): 0 fits, 1 does not fit on --capacity,
+    2 a bad argument, 3 a script that is missing, does not load or whose step cannot be
+    captured, 4 an output that cannot be written, 5 PyTorch missing or a bug."""
     p = argparse.ArgumentParser(
-        prog="memscope estimate",
+        prog="memscope estimate", allow_abbrev=False,  # tools/memscope/estimate reads these
         description="Estimate a training step's GPU memory without a GPU: FUNCTION(batch) in "
-                    "SCRIPT.py builds the model on \"cuda\" and returns the step.")
-    p.add_argument("workload", help="SCRIPT.py:FUNCTION")
+                    "SCRIPT.py builds the model on \"cuda\" and returns the step. Exit 0 when "
+                    "it fits --capacity, 1 when it does not, 2 bad argument, 3 a script that "
+                    "cannot be loaded or captured, 4 an output not written, 5 internal.")
+    p.add_argument("workload", nargs="?", help="SCRIPT.py:FUNCTION")
+    hf = p.add_argument_group("a Hugging Face model instead of a script (transformers, nothing "
+                              "downloaded)")
+    hf.add_argument("--hf", metavar="MODEL",
+                    help="model type (gpt2, llama, bert...), config class (GPT2Config) or a "
+                         "local config.json, built with random weights")
+    hf.add_argument("--seq", type=int, default=512, help="sequence length (default 512)")
+    hf.add_argument("--bf16", action="store_true", help="bf16 autocast, as Trainer's bf16=True")
+    hf.add_argument("--fp16", action="store_true", help="fp16 autocast, as Trainer's fp16=True")
+    hf.add_argument("--gradient-checkpointing", action="store_true")
+    hf.add_argument("--optim", default="adamw_torch", help="a Trainer optim name (adamw_torch)")
+    hf.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--capacity", default="24GiB", help="the GPU memory the allocator may use")
+    p.add_argument("--capacity", default="24GiB",
+                   help="the GPU memory the allocator may use, with its unit (24GiB, 80GB)")
     p.add_argument("--config", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
     p.add_argument("--device", default="cuda:0",
-                   help="the GPU estimated for (e.g. h100, a100; chooses cuBLAS's workspace)")
+                   help="the GPU estimated for (e.g. h100, a100: its compute capability and "
+                        "cuBLAS's workspace)")
     p.add_argument("--max-batch", action="store_true", help="also search the largest batch")
     p.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     p.add_argument("--html", metavar="PATH", help="write the replay's HTML report")
@@ -442,34 +697,14 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="write the trace as a PyTorch snapshot (memory_viz opens it)")
     a = p.parse_args(argv)
     try:
-        _require_torch()
-        workload = _load_workload(a.workload)
-        e = estimate(workload, batch=a.batch, steps=a.steps, device=a.device,
-                     capacity=a.capacity, config=a.config)
-        print(e.explain())
-        result: dict[str, Any] = {"estimate": e.to_dict()}
-        if a.max_batch:
-            s = max_batch(workload, capacity=a.capacity, steps=a.steps, device=a.device,
-                          config=a.config)
-            print(s.explain())
-            result["max_batch"] = {
-                "batch": s.batch, "seconds": s.seconds, "affine": s.affine,
-                "tried": {str(k): v for k, v in sorted(s.tried.items())},
-                "predicted": {str(k): v for k, v in sorted(s.predicted.items())}}
-        if a.snapshot:
-            e.trace.save(a.snapshot)
-        if a.json:
-            with open(a.json, "w") as f:
-                json.dump(result, f, indent=2)
-        if a.html:
-            _write_html(e, a.html)
-    except ImportError as err:
-        print(f"memscope estimate: {err}", file=sys.stderr)
-        return 2
-    except Exception as err:  # the command line reports, it does not trace
-        print(f"memscope estimate: {type(err).__name__}: {err}", file=sys.stderr)
-        return 1
-    return 0
+        return _run(a)
+    except _Failure as f:
+        print(f"memscope estimate: error: {f}", file=sys.stderr)
+        return f.code
+    except Exception as err:  # a bug: reported in one line, as the other commands do
+        print(f"memscope estimate: error: internal: {type(err).__name__}: {err}",
+              file=sys.stderr)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -40,5 +40,6 @@ void bind_device_probe(nb::module_& m);
 void bind_trace(nb::module_& m);       // memscope.Trace: load, replay, explain (trace.cpp)
 void bind_recording(nb::module_& m);   // allocator recording and Python stacks (recording.cpp)
 void bind_rank_table(nb::module_& m);  // the cross-rank table and payload (rank_table.cpp)
+void bind_report(nb::module_& m);      // memscope.Report and its renderings (report.cpp)
 
 }  // namespace memscope::python

@@ -88,6 +88,8 @@ void set_python_error(const std::exception& e) noexcept {
       set_error(types.invalid_pointer, e.what());
     } else if (dynamic_cast<const TraceFormatError*>(&e) != nullptr) {
       set_error(types.trace_format, e.what());
+    } else if (dynamic_cast<const ReportFormatError*>(&e) != nullptr) {
+      set_error(types.report_format, e.what());
     } else if (dynamic_cast<const UsageError*>(&e) != nullptr) {
       set_error(types.usage, e.what());
     } else if (dynamic_cast<const Error*>(&e) != nullptr) {
@@ -145,6 +147,9 @@ void bind_errors(nb::module_& m) {
                "foreign pointer).");
   types.trace_format = new_type(m, "TraceFormatError", {types.error, PyExc_ValueError},
                                 "A trace or snapshot file is malformed or refused.");
+  types.report_format =
+      new_type(m, "ReportFormatError", {types.error, PyExc_ValueError},
+               "A saved report or result (JSON) is malformed; the message names it and the field.");
   types.usage = new_type(m, "UsageError", {types.error, PyExc_RuntimeError},
                          "The API was used out of order (e.g. stopping a stage never started).");
 

@@ -2,7 +2,8 @@
 //
 // The types are created in C++ (bind_errors) with two bases each, so they can be caught both as
 // memscope.Error and as the builtin users expect: OutOfMemoryError is a MemoryError,
-// ConfigError / InvalidPointerError / TraceFormatError are ValueErrors, the rest RuntimeErrors.
+// ConfigError / InvalidPointerError / TraceFormatError / ReportFormatError are ValueErrors, the
+// rest RuntimeErrors.
 // Every memscope::Error thrown out of a binding is translated to its type; OutOfMemoryError
 // carries the figures (requested, capacity, device_free, allocated, reserved, limit) as
 // attributes and ConfigError its key and value.
@@ -26,6 +27,7 @@ struct ErrorTypes {
   PyObject* backend = nullptr;
   PyObject* invalid_pointer = nullptr;
   PyObject* trace_format = nullptr;
+  PyObject* report_format = nullptr;
   PyObject* usage = nullptr;
 };
 

@@ -19,4 +19,5 @@ NB_MODULE(_memscope, m) {
   bind_trace(m);
   bind_recording(m);
   bind_rank_table(m);
+  bind_report(m);
 }

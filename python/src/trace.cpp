@@ -14,6 +14,8 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "memscope/atomic_file.hpp"
+#include "memscope/config.hpp"
 #include "memscope/trace.hpp"
 
 namespace memscope::python {
@@ -48,7 +50,15 @@ ReplayOptions replay_options(const nb::handle& capacity, const std::string& conf
 // An event as Trace.from_events takes it: (action, addr, size, stack id, tag id).
 using EventTuple =
     std::tuple<std::string, std::uint64_t, std::uint64_t, std::uint32_t, std::uint32_t>;
-using FrameTuple = std::tuple<std::string, std::int64_t, std::string>;
+// Frames' file and function names as str: a path that is not UTF-8 arrives with lone
+// surrogates (Python's surrogateescape), which the trace keeps as the bytes they stand for.
+using FrameTuple = std::tuple<nb::str, std::int64_t, nb::str>;
+
+std::string fs_bytes(const nb::str& text) {
+  nb::object bytes = nb::steal(PyUnicode_EncodeFSDefault(text.ptr()));
+  if (!bytes.is_valid()) throw nb::python_error();
+  return {PyBytes_AsString(bytes.ptr()), static_cast<std::size_t>(PyBytes_Size(bytes.ptr()))};
+}
 
 // A trace built from events produced in Python (memscope.estimate's capture): one device, no
 // segments (the replay's starting live set then comes from the events alone, as for an RMM
@@ -67,7 +77,9 @@ TorchSnapshot trace_from_events(const std::vector<EventTuple>& events,
   for (const auto& stack : stacks) {
     std::vector<TraceFrame> frames;
     frames.reserve(stack.size());
-    for (const auto& [file, line, name] : stack) frames.push_back({file, line, name});
+    for (const auto& [file, line, name] : stack) {
+      frames.push_back({fs_bytes(file), line, fs_bytes(name)});
+    }
     stack_ids.push_back(t.strings.intern_stack(frames));
   }
   t.device_traces.resize(static_cast<std::size_t>(device) + 1);
@@ -217,6 +229,28 @@ void bind_trace(nb::module_& m) {
           "The snapshot as pickle bytes (protocol 2, 3 or 4; PyTorch's viewer cannot read 5).")
       .def("to_json", &torch_snapshot_json, "The snapshot as JSON text.");
 
+  m.def(
+      "_config_without_limit",
+      [](const std::string& config) {
+        AllocatorConfig parsed = AllocatorConfig::parse(config);
+        parsed.memory_limit_bytes = 0;
+        parsed.memory_fraction = 1.0;
+        return parsed.to_string();
+      },
+      nb::arg("config"),
+      "`config` (MEMSCOPE_ALLOC_CONF syntax) without its memory_limit, as canonical text: the "
+      "settings of a replay that finds what a trace needs. ConfigError names a bad setting.");
+  m.def(
+      "_write_file_atomically",
+      [](const std::filesystem::path& path, const nb::bytes& content) {
+        const std::string bytes(content.c_str(), content.size());
+        nb::gil_scoped_release unlocked;
+        write_file_atomically(path, bytes);
+      },
+      nb::arg("path"), nb::arg("content"),
+      "Writes `content` to `path` as every memscope output is written (atomic_file.hpp): a "
+      "regular file through a temporary file renamed over it, keeping its permissions; "
+      "/dev/null, a FIFO and the like in place. BackendError names the file on failure.");
   m.def(
       "load_trace",
       [](const std::filesystem::path& path) {

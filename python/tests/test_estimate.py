@@ -266,7 +266,7 @@ def test_command_line(tmp_path: Path) -> None:
     assert figures["batch"] == 4 and figures["fits"] is True
     bad = subprocess.run([sys.executable, "-m", "memscope.estimate", f"{tmp_path}/no.py:f"],
                          capture_output=True, text=True, env=env)
-    assert bad.returncode == 1 and "no such script" in bad.stderr
+    assert bad.returncode == 3 and "no such file" in bad.stderr  # an input error
 
 
 def test_autocast_cuda_keeps_cudas_fp32_ops_in_fp32() -> None:

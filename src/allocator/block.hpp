@@ -125,12 +125,12 @@ struct Block {
   //     another block too, so best fit, merging the two, might place the next allocation of its
   //     size elsewhere; the slow free decides whether it may enter the front cache
   //     (AllocatorCore::front_cache_keeps_placement). Set off the hot path, by
-  //     AllocatorCore::cache_in_bins; may be stale true, never false while its next neighbour
+  //     FrontCache::cache_in_bins; may be stale true, never false while its next neighbour
   //     is cached beside another block (validate() checks).
   //   kPrevCached (fixed segments): its previous neighbour was cached, so best fit, merging the
   //     two, would split the merged block at the neighbour's lower address, not at this one's:
   //     the slow free sends it to the bins while that neighbour is still cached. Set by
-  //     AllocatorCore::cache_in_bins; may be stale true, never false while its previous
+  //     FrontCache::cache_in_bins; may be stale true, never false while its previous
   //     neighbour is cached (validate() checks).
   static constexpr std::uint8_t kOtherStreams = 1;
   static constexpr std::uint8_t kNextCached = 2;

@@ -11,67 +11,13 @@
 
 #include "allocator/allocator_core.hpp"
 #include "allocator/free_bins.hpp"
+#include "allocator/poison.hpp"
 #include "allocator/size_rules.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define MEMSCOPE_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define MEMSCOPE_ASAN 1
-#endif
-#endif
-#ifdef MEMSCOPE_ASAN
-#include <sanitizer/asan_interface.h>
-#endif
-
 namespace memscope {
-namespace detail {
-
-inline constexpr std::size_t kAllPools = static_cast<std::size_t>(StatPool::all);
-[[nodiscard]] inline std::size_t pool_index(bool small) noexcept {
-  return static_cast<std::size_t>(small ? StatPool::small : StatPool::large);
-}
-[[nodiscard]] inline std::int64_t signed_size(std::size_t n) noexcept {
-  return static_cast<std::int64_t>(n);
-}
-
-}  // namespace detail
-
-inline void AllocatorCore::increase_in(StatArray& stat, std::size_t pool,
-                                       std::int64_t amount) noexcept {
-  stat[detail::kAllPools].increase(amount);
-  stat[pool].increase(amount);
-}
-
-inline void AllocatorCore::decrease_in(StatArray& stat, std::size_t pool,
-                                       std::int64_t amount) noexcept {
-  stat[detail::kAllPools].current -= amount;  // freed is derived (see stats_)
-  stat[pool].current -= amount;
-}
-
-inline void AllocatorCore::increase(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  increase_in(stat, detail::pool_index(small), amount);
-}
-
-inline void AllocatorCore::decrease(StatArray& stat, bool small, std::int64_t amount) noexcept {
-  decrease_in(stat, detail::pool_index(small), amount);
-}
-
 inline void AllocatorCore::poison(std::uintptr_t address, std::size_t size,
                                   bool on) const noexcept {
-#ifdef MEMSCOPE_ASAN
-  if (!poison_) return;
-  void* const p = reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
-  if (on) {
-    ASAN_POISON_MEMORY_REGION(p, size);
-  } else {
-    ASAN_UNPOISON_MEMORY_REGION(p, size);
-  }
-#else
-  (void)address;
-  (void)size;
-  (void)on;
-#endif
+  detail::poison_region(poison_, address, size, on);
 }
 
 inline void* AllocatorCore::allocate(std::size_t size, StreamId stream) {
@@ -88,12 +34,13 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   // active's peak to note while blocks wait) goes the whole way, allocate_slow(), which reuses
   // a front-cached block just the same.
   // No size test: a size beyond kLargestRequest rounds to 0 or to more than any block holds.
-  StreamPools* const pools = last_pools_;
+  StreamPools* const pools = store_.last_pools();
   if (pools->stream != stream || pools->recent.count == 0 || (off_hot_path_ & kOffReusing) != 0)
       [[unlikely]] {
     return nullptr;
   }
-  detail::Block* const block = take_newest_recent(pools->recent, detail::round_size_plain(size));
+  detail::Block* const block =
+      detail::FrontCache::take_newest(pools->recent, detail::round_size_plain(size));
   if (block == nullptr) return nullptr;
   count_allocation_while_none_waits(block, size);
   // No block lies at address 0. Telling the compiler lets it drop the caller's test of the
@@ -112,8 +59,8 @@ inline void* AllocatorCore::reuse_recent(detail::Block* block, std::size_t size)
 inline void AllocatorCore::count_allocation(detail::Block* block, std::size_t requested) noexcept {
   count_allocation_while_none_waits(block, requested);
   // Active rose with allocation; only while blocks wait can it pass allocation's peak.
-  if (waiting_[detail::kAllPools].current != 0) [[unlikely]]
-    note_active_peaks(block->small_pool());
+  if (statistics_.blocks_wait()) [[unlikely]]
+    statistics_.note_active_peaks(block->small_pool());
 }
 
 inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* block,
@@ -122,14 +69,11 @@ inline void AllocatorCore::count_allocation_while_none_waits(detail::Block* bloc
   poison(block->address, block->size, false);
   block->use.allocated = true;
   block->requested_size = requested;
-  increase_in(stats_.allocation, pool, 1);
-  increase_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
-  increase_in(stats_.requested_bytes, pool, detail::signed_size(requested));
-  if (block->size >= config_.max_split_size) stats_.oversize_allocations.increase(1);
+  statistics_.count_allocation(pool, block->size, requested);
 }
 
 inline bool AllocatorCore::deallocate(void* ptr) noexcept {
-  detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  detail::Block* block = store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   if (block == nullptr || !block->use.allocated) return false;  // a recent block is mapped too
   if (block->use.slow_free == 0 && file_if_hot(block)) [[likely]]
     return true;
@@ -138,7 +82,7 @@ inline bool AllocatorCore::deallocate(void* ptr) noexcept {
 }
 
 inline bool AllocatorCore::free_to_front_cache(void* ptr) noexcept {
-  detail::Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  detail::Block* block = store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   return block != nullptr && block->freeable_at_once() && file_if_hot(block);
 }
 
@@ -162,51 +106,20 @@ inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
   return false;
 }
 
-inline bool AllocatorCore::keeps_placement(const detail::Block* block) noexcept {
-  const detail::Block* prev = block->prev;
-  if (prev != nullptr && (prev->cached || prev->recent)) return false;
-  const detail::Block* next = block->next;
-  if (next == nullptr) return true;
-  if (next->recent) return false;
-  // Free space after it: the bins must hold that alone (a cached block), or nothing.
-  if (next->cached) return block->segment->bins->count() == 1;
-  if (next->unmapped) return block->segment->bins->count() == 0;
-  // Best fit takes the lowest address among equal sizes: not this block if the bins hold one
-  // of its size below it.
-  const detail::Block* fit = block->segment->bins->best_fit_lowest(block->size);
-  return fit == nullptr || fit->size != block->size || fit->address > block->address;
-}
-
 inline void AllocatorCore::uncount_allocation(detail::Block* block) noexcept {
   const std::size_t pool = block->stat_pool();
   block->use.allocated = false;
-  decrease_in(stats_.allocation, pool, 1);
-  decrease_in(stats_.allocated_bytes, pool, detail::signed_size(block->size));
-  if (block->size >= config_.max_split_size) --stats_.oversize_allocations.current;
+  statistics_.uncount_allocation(pool, block->size);
 }
 
 inline void AllocatorCore::file_recent(detail::Block* block, detail::RecentFrees& recent) noexcept {
-  // inactive_split is counted when the block is merged into the bins (flush_recent_block), as
-  // if it had been then; a block reused from here was never merged and never counted.
   uncount_active(block);
-  block->requested_size = 0;
-  block->recent = true;
-  recent.blocks[recent.count++] = block;
+  detail::FrontCache::file(block, recent);
   poison(block->address, block->size);
 }
 
-inline detail::Block* AllocatorCore::take_newest_recent(detail::RecentFrees& recent,
-                                                        std::size_t rounded) noexcept {
-  detail::Block* const newest = recent.blocks[recent.count - 1];
-  if (newest->size != rounded) return nullptr;
-  --recent.count;
-  newest->recent = false;
-  return newest;
-}
-
 inline void AllocatorCore::uncount_active(const detail::Block* block) noexcept {
-  decrease_in(stats_.requested_bytes, block->stat_pool(),
-              detail::signed_size(block->requested_size));
+  statistics_.uncount_requested(block->stat_pool(), block->requested_size);
 }
 
 }  // namespace memscope

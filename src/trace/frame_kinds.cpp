@@ -100,8 +100,12 @@ FrameKind classify(std::string_view file, std::string_view name, bool windows, b
       (is_machinery_name(name) || is_framework_name(name) || is_cpython_name(name))) {
     return FrameKind::internal;
   }
-  // An object file names compiled code shipped without its source (libstdc++'s thread48.o).
-  if (file.empty() || file == "??" || file.starts_with("<frozen ") || file.ends_with(".o")) {
+  // An object file names compiled code shipped without its source (libstdc++'s thread48.o). A
+  // name that is only an offset ("+0x3fcf9") is code dladdr() could not name, a function's
+  // cold part split off by the compiler (the allocator's own slow path) or a static one: it
+  // names nobody's code, so the blame goes on to a named frame.
+  if (file.empty() || file == "??" || file.starts_with("<frozen ") || file.ends_with(".o") ||
+      (!is_python_file(file) && name.starts_with("+0x"))) {
     return FrameKind::internal;
   }
   if (is_native_file(file)) {

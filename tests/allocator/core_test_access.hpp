@@ -12,24 +12,24 @@ namespace memscope {
 
 class AllocatorCoreTestAccess {
  public:
-  static MemoryStats& stats(AllocatorCore& core) { return core.stats_; }
-  static StatArray& waiting(AllocatorCore& core) { return core.waiting_; }
+  static MemoryStats& stats(AllocatorCore& core) { return core.statistics_.kept_; }
+  static StatArray& waiting(AllocatorCore& core) { return core.statistics_.waiting_; }
   static unsigned& off_hot_path(AllocatorCore& core) { return core.off_hot_path_; }
-  static detail::PointerMap& live(AllocatorCore& core) { return core.live_; }
+  static detail::PointerMap& live(AllocatorCore& core) { return core.store_.live(); }
   static detail::Block* block(AllocatorCore& core, const void* ptr) {
-    return core.live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    return core.store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   }
-  static std::size_t stream_pools(const AllocatorCore& core) { return core.pools_.size(); }
+  static std::size_t stream_pools(const AllocatorCore& core) { return core.store_.stream_count(); }
   static std::size_t& segment_count(AllocatorCore& core, StreamId stream) {
-    return core.pools_.at(stream)->segments;
+    return core.store_.pools_of(stream)->segments;
   }
   // Page recycling: the bins listed as holding a whole free page, and how many bins the
   // recycling walks have searched so far.
   static std::size_t page_donors(const AllocatorCore& core) {
-    return core.page_donors_[0].count + core.page_donors_[1].count;
+    return core.store_.page_donors(true).count + core.store_.page_donors(false).count;
   }
   static std::uint64_t bins_searched_for_pages(const AllocatorCore& core) {
-    return core.bins_searched_for_pages_;
+    return core.expandable_.bins_searched_for_pages();
   }
 };
 

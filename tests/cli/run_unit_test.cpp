@@ -216,5 +216,17 @@ TEST(RunSummary, ShortensLongCommandsKeepingBothEnds) {
   EXPECT_EQ(cut.substr(cut.size() - 3), "d 7");
 }
 
+// Issue 44: `python3 examples/python/demo.py` showed the interpreter's path cut in the middle
+// and lost the script. Microseconds.
+TEST(RunSummary, ShortensTheProgramsFolderBeforeTheScript) {
+  const std::string command = "/root/.pyenv/versions/3.11.7/bin/python3 examples/python/demo.py";
+  EXPECT_EQ(shorten_command(command, 48), "python3 examples/python/demo.py");
+  const std::string longer = shorten_command(command + " --steps 3 --batch 8 --out /tmp/x", 48);
+  EXPECT_EQ(longer.substr(0, 8), "python3 ");
+  EXPECT_EQ(longer.substr(longer.size() - 6), "/tmp/x");
+  EXPECT_EQ(program_of("/usr/bin/python3 -u train.py"), "python3");
+  EXPECT_EQ(program_of("[sed]"), "sed");
+}
+
 }  // namespace
 }  // namespace memscope::cli

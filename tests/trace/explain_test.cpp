@@ -184,6 +184,11 @@ TEST(Explain, FrameKinds) {
   EXPECT_EQ(classify_frame({"/home/u/src/train.cpp", 42, "train_step()"}, false), K::user);
   EXPECT_EQ(classify_frame({"/home/u/src/train.cpp", 42, "train_step()"}, true), K::internal);
   EXPECT_EQ(classify_frame({"./nptl/pthread_create.c", 442, "start_thread"}, false), K::internal);
+  // Issue 44: memscope_demo's recorded stacks start with the allocator's cold slow path, which
+  // dladdr() cannot name ("+0x3fcf9"); blamed, every site of the demo was that one offset.
+  EXPECT_EQ(classify_frame({"build/examples/memscope_demo", 0, "+0x3fcf9"}, false), K::internal);
+  EXPECT_EQ(classify_frame({"build/examples/memscope_demo", 0, "demo::step(bool)"}, false),
+            K::user);
 }
 
 // The shape of the corpus's stacks: C++ frames, then the interpreter, then the user's Python

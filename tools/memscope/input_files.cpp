@@ -65,6 +65,8 @@ const char* to_string(InputKind kind) noexcept {
       return "run recording";
     case InputKind::replay:
       return "replay result";
+    case InputKind::estimate:
+      return "memscope estimate";
     case InputKind::unknown:
       break;
   }
@@ -73,7 +75,8 @@ const char* to_string(InputKind kind) noexcept {
 
 std::string understood_kinds() {
   return "saved metrics (the flat JSON of save_metrics or the Trainer), a run recording "
-         "(memscope run --json), a replay result (memscope replay --json), or a trace (a "
+         "(memscope run --json), a replay result (memscope replay --json), an estimate (memscope "
+         "estimate --json), or a trace (a "
          "PyTorch memory snapshot as pickle or JSON, a memscope trace JSON, an RMM log)";
 }
 
@@ -193,6 +196,8 @@ InputFile read_input(const fs::path& path, std::string_view role) {
     file.kind = InputKind::run;
   } else if (envelope == "replay") {
     file.kind = InputKind::replay;
+  } else if (envelope == "estimate") {
+    file.kind = InputKind::estimate;
   } else if (is_trace_json(json)) {
     file.kind = InputKind::trace;
     file.json = nullptr;

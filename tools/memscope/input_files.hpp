@@ -1,8 +1,8 @@
 // What an input file of `memscope report` and `memscope diff` is, told by its content, never by
 // its name: a trace (PyTorch snapshot pickle or JSON, memscope trace JSON, RMM log), saved
 // metrics (save_metrics JSON: one flat object of numbers and strings), a run recording
-// (`memscope run --json`, "format": "memscope-run") or a replay result (`memscope replay --json`,
-// "format": "memscope-replay").
+// (`memscope run --json`, "format": "memscope-run"), a replay result (`memscope replay --json`,
+// "format": "memscope-replay") or an estimate (`memscope estimate --json`, "memscope-estimate").
 //
 // Thread safety: pure apart from reading the file. Errors: read_input() throws InputFailure
 // naming the file when it is missing, unreadable or JSON that does not parse; a file of no
@@ -19,9 +19,9 @@
 
 namespace memscope::cli {
 
-enum class InputKind { unknown, trace, metrics, run, replay };
+enum class InputKind { unknown, trace, metrics, run, replay, estimate };
 
-// "trace", "metrics", "run recording", "replay result", "unknown".
+// "trace", "metrics", "run recording", "replay result", "memscope estimate", "unknown".
 [[nodiscard]] const char* to_string(InputKind kind) noexcept;
 
 struct InputFile {

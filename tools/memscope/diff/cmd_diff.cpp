@@ -80,11 +80,12 @@ int run_diff_command(const DiffArgs& args) {
                       "kinds: {}",
                       f == &a ? "A" : "B", f->path.string(), kind_phrase(*f), understood_kinds()));
     }
-    if (f->kind == InputKind::replay) {
-      throw InputFailure(
-          fmt::format("{} '{}' is a replay result; diff compares two traces (give "
-                      "the trace files), two metrics files or two run recordings",
-                      f == &a ? "A" : "B", f->path.string()));
+    if (f->kind == InputKind::replay || f->kind == InputKind::estimate) {
+      throw InputFailure(fmt::format(
+          "{} '{}' is {}; diff compares two traces (give the trace files{}), two metrics "
+          "files or two run recordings",
+          f == &a ? "A" : "B", f->path.string(), kind_phrase(*f),
+          f->kind == InputKind::estimate ? ": memscope estimate --snapshot writes one" : ""));
     }
   }
   if (a.kind != b.kind) {
@@ -122,6 +123,7 @@ int run_diff_command(const DiffArgs& args) {
       break;
     }
     case InputKind::replay:
+    case InputKind::estimate:
     case InputKind::unknown:
       break;  // refused above
   }

@@ -14,6 +14,7 @@
 
 #include "diff/diff.hpp"
 #include "memscope/units.hpp"
+#include "run/run_helpers.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -106,16 +107,6 @@ report::Table lines_table(std::string title, const char* first, const std::vecto
 
 // A verdict names no process whose peak is under this share of the runs' peak.
 constexpr double kVerdictShare = 0.01;
-
-// "python3" for "/usr/bin/python3 -u train.py", "sed" for "[sed]".
-std::string program_of(const std::string& command) {
-  std::string first = command.substr(0, command.find(' '));
-  if (first.size() > 2 && first.front() == '[' && first.back() == ']') {
-    return first.substr(1, first.size() - 2);
-  }
-  const std::size_t slash = first.rfind('/');
-  return slash == std::string::npos ? first : first.substr(slash + 1);
-}
 
 // The program and what it runs: "python3 train.py" for "/usr/bin/python3 -u /x/train.py
 // --lr 3", "python3 -m torch.distributed.run" for "python -m torch.distributed.run ..."; the

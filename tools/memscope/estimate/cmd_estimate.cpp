@@ -4,18 +4,26 @@
 // `python3 -m memscope.estimate` with every argument as given (docs/estimate.md), after
 // putting this build's Python package on PYTHONPATH when there is one next to the command and
 // naming the command in MEMSCOPE_EXE (the module renders --html through `memscope replay`).
+// Before that it checks what every command checks before its work: --capacity has a unit
+// (parse_size_with_unit) and every output can be written and is neither the script nor another
+// output (check_outputs), so a typo costs no capture.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
 #include "cli.hpp"
 #include "commands.hpp"
+#include "input_files.hpp"
+#include "memscope/units.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -34,7 +42,62 @@ void use_build_tree_package(const fs::path& exe) {
   ::setenv("PYTHONPATH", value.c_str(), 1);  // NOLINT(concurrency-mt-unsafe)
 }
 
+// The module's options that take a value (python/memscope/_estimate.py, main(); argparse there
+// takes no abbreviations, so these spellings are the only ones).
+constexpr std::array<std::string_view, 12> kValueOptions{
+    "--batch", "--steps",    "--capacity", "--config", "--device", "--json",
+    "--html",  "--snapshot", "--hf",       "--seq",    "--optim",  "--attn"};
+
+// What the checks need from the module's arguments: SCRIPT of SCRIPT.py:FUNCTION (or --hf's
+// config file), --capacity and the outputs, as `--opt VALUE` or `--opt=VALUE`. Nothing when
+// --help is asked for.
+struct EstimateArguments {
+  std::string script;
+  std::string hf;
+  std::string capacity;
+  std::vector<NamedPath> outputs;
+  bool help = false;
+};
+
+EstimateArguments scan_arguments(const std::vector<std::string>& args) {
+  EstimateArguments out;
+  auto take = [&out](std::string_view option, const std::string& value) {
+    if (option == "--capacity") out.capacity = value;
+    if (option == "--hf") out.hf = value;
+    for (const std::string_view output : {"--json", "--html", "--snapshot"}) {
+      if (option == output) out.outputs.push_back({output, value});
+    }
+  };
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "-h" || a == "--help") out.help = true;
+    if (a.rfind("--", 0) == 0) {
+      const std::size_t eq = a.find('=');
+      const std::string_view option = std::string_view(a).substr(0, eq);
+      const bool takes_value =
+          std::find(kValueOptions.begin(), kValueOptions.end(), option) != kValueOptions.end();
+      if (takes_value && eq != std::string::npos) {
+        take(option, a.substr(eq + 1));
+      } else if (takes_value && i + 1 < args.size()) {
+        take(option, args[++i]);
+      }
+    } else if (out.script.empty() && !a.empty() && a[0] != '-') {
+      out.script = a.substr(0, a.rfind(':'));
+    }
+  }
+  return out;
+}
+
+// The checks every command makes before its work (docs/cli.md, "Inputs and outputs").
+void check_arguments(const std::vector<std::string>& args) {
+  const EstimateArguments a = scan_arguments(args);
+  if (a.help) return;
+  if (!a.capacity.empty()) (void)parse_size_with_unit(a.capacity, "--capacity");
+  check_outputs({{"SCRIPT", a.script}, {"--hf", a.hf}}, a.outputs);
+}
+
 int exec_python(const std::vector<std::string>& args) {
+  check_arguments(args);
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {

@@ -75,6 +75,12 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
       if (html) out.report = std::move(report);
       break;
     }
+    case InputKind::estimate: {
+      report::Report report = report_of_estimate(file.json, source);
+      out.text = report::render_text(report);
+      if (html) out.report = std::move(report);
+      break;
+    }
     case InputKind::trace: {
       ReplayRequest request;
       request.trace = file.path;

@@ -16,6 +16,10 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
+#include "memscope/json_envelope.hpp"
+#include "memscope/json_reader.hpp"
 #include "memscope/metrics.hpp"
 #include "memscope/units.hpp"
 
@@ -247,6 +251,62 @@ report::Report report_of_metrics(const Metrics& metrics, const std::string& sour
   report.summary = {{"metrics", std::to_string(metrics.size())},
                     {"stages", std::to_string(by_stage.size())}};
   for (auto& [stage, table] : by_stage) report.tables.push_back(std::move(table));
+  return report;
+}
+
+report::Report report_of_estimate(const nlohmann::json& json, const std::string& source) {
+  const report::JsonSource file(source,
+                                "a memscope estimate, written by 'memscope estimate --json'");
+  const report::JsonObject saved(file, json, "");
+  (void)report::read_envelope(saved, "estimate", kEstimateFormatVersion);
+  const report::JsonObject e = saved.object("estimate");
+  report::Report report;
+  report.title = "memscope estimate: " + source;
+  report.subtitle = source;
+  const bool fits = e.boolean("fits");
+  const std::int64_t peak = e.integer("peak_allocated");
+  report.summary = {
+      {"batch", std::to_string(e.integer("batch"))},
+      {"steps", std::to_string(e.integer("steps"))},
+      {"device", e.text("device")},
+      {"peak allocated (last step)", format_bytes(peak)},
+      {"peak reserved", format_bytes(e.integer("peak_reserved"))},
+      {"capacity", format_bytes(e.integer("capacity")) +
+                       (fits ? "  fits" : "  DOES NOT FIT (out of memory in the replay)")},
+  };
+  if (!e.text("config").empty()) report.summary.emplace_back("settings", e.text("config"));
+  if (saved.has("max_batch")) {
+    report.summary.emplace_back("largest batch",
+                                std::to_string(saved.object("max_batch").integer("batch")));
+  }
+  auto share = [peak](std::int64_t n) {
+    return fmt::format("{:.1f}%", 100.0 * static_cast<double>(n) /
+                                      static_cast<double>(std::max<std::int64_t>(1, peak)));
+  };
+  report::Table categories{"live at the last step's peak, by category",
+                           {"category", "bytes", "share"},
+                           {false, true, true},
+                           {},
+                           {}};
+  for (const auto& [name, n] : e.integer_map("by_category")) {
+    if (n != 0) categories.rows.push_back({name, format_bytes(n), share(n)});
+  }
+  report.tables.push_back(std::move(categories));
+  report::Table modules{"by module (forward allocations; others by phase)",
+                        {"module", "bytes", "share"},
+                        {false, true, true},
+                        {},
+                        {}};
+  for (const nlohmann::json& m : e.array("top_modules")) {
+    if (!m.is_array() || m.size() != 2 || !m[0].is_string() || !m[1].is_number_integer()) {
+      e.fail("top_modules", "each entry must be [module, bytes]");
+    }
+    const auto n = m[1].get<std::int64_t>();
+    modules.rows.push_back({m[0].get<std::string>(), format_bytes(n), share(n)});
+  }
+  report.tables.push_back(std::move(modules));
+  for (const std::string& line : e.texts("not_modeled"))
+    report.notes.push_back("not modelled: " + line);
   return report;
 }
 

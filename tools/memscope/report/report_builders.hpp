@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "memscope/config.hpp"
 #include "memscope/metrics.hpp"
 #include "memscope/replay.hpp"
@@ -40,5 +42,14 @@ struct ReplayReportInput {
 
 // Saved metrics (save_metrics JSON): one table per stage, values formatted as log_metrics does.
 [[nodiscard]] report::Report report_of_metrics(const Metrics& metrics, const std::string& source);
+
+// The version of `memscope estimate --json` this memscope reads (python/memscope/_estimate.py
+// writes it: {"format": "memscope-estimate", "version": 1, "estimate": {...}, "max_batch"}).
+inline constexpr int kEstimateFormatVersion = 1;
+
+// A saved estimate: its figures, what was live at the peak by category and by module, what
+// it does not model. ReportFormatError names the file and the field that is wrong.
+[[nodiscard]] report::Report report_of_estimate(const nlohmann::json& json,
+                                                const std::string& source);
 
 }  // namespace memscope::cli

@@ -9,9 +9,7 @@
 #include <utility>
 
 namespace memscope::cli {
-namespace {
 
-// The program of a command line: "bash" for "/usr/bin/bash -e x.sh", "sed" for "[sed]".
 std::string program_of(std::string_view command) {
   if (command.size() > 2 && command.front() == '[' && command.back() == ']') {
     return std::string(command.substr(1, command.size() - 2));
@@ -22,8 +20,6 @@ std::string program_of(std::string_view command) {
   }
   return first.empty() ? std::string("?") : std::string(first);
 }
-
-}  // namespace
 
 std::vector<bool> short_lived_helpers(const RunRecord& record) {
   std::vector<bool> helpers(record.processes.size(), false);

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "run/run_record.hpp"
@@ -32,6 +33,10 @@ struct HelperRow {
   double end = 0.0;        // the last one's end
   std::size_t failed = 0;  // how many exited with a code other than 0 or by a signal
 };
+
+// The program of a command line: "bash" for "/usr/bin/bash -e x.sh", "sed" for "[sed]" (a
+// kernel thread's name), "?" for an empty one.
+[[nodiscard]] std::string program_of(std::string_view command);
 
 // Parallel to record.processes: true for each helper that collapses (none when fewer than 2).
 [[nodiscard]] std::vector<bool> short_lived_helpers(const RunRecord& record);

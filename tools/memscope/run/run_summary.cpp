@@ -257,8 +257,17 @@ std::string ranks_text(const RunRecord& record) {
 
 }  // namespace
 
-std::string shorten_command(const std::string& command, std::size_t width) {
-  if (report::display_width(command) <= width || width < 8) return command;
+std::string shorten_command(const std::string& full, std::size_t width) {
+  if (report::display_width(full) <= width || width < 8) return full;
+  // The program's folder tells least: "/root/.pyenv/versions/3.11.7/bin/python3 demo.py" is
+  // "python3 demo.py", so the script it runs is not cut away for the interpreter's path.
+  const std::size_t space = full.find(' ');
+  const std::string_view first = std::string_view(full).substr(0, space);
+  std::string command =  // not const: returned by move
+      first.find('/') == std::string_view::npos || first.front() == '['
+          ? full
+          : program_of(first) + (space == std::string::npos ? "" : full.substr(space));
+  if (report::display_width(command) <= width) return command;
   // Keep the program and the end of the arguments, which tell runs apart; cut on a code point.
   std::size_t head = 0;
   for (std::size_t points = 0; head < command.size() && points < width / 2; ++head) {

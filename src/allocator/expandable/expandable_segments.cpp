@@ -1,4 +1,5 @@
-// AllocatorCore's expandable segments (expandable_segments:true; docs/design.md).
+// ExpandableSegments: growth, the page map and page recycling (expandable_segments:true;
+// docs/design.md).
 //
 // Each stream's pool grows one segment: an address range reserved from the backend, with pages
 // mapped into it as needed. A miss takes the lowest-address run of free space (a cached block
@@ -14,14 +15,12 @@
 // would lift the mapped bytes above their high-water mark since the last empty_cache(), from the
 // stream's own free pages first, then from other streams' cached blocks, below the limit never
 // from their front caches); always (every growth, from any stream's). Other streams' pages are
-// found through page_donors_, the bins that hold a whole free page: a growth visits only the
-// streams that can give pages, not every stream. Under above_peak and always a miss is placed
-// by address space
-// (expandable_placement.cpp): what is mapped then says nothing about where a block goes, so
-// those two never creep from one iteration of a training step to the next, and leave the least
-// reserved on real traces, at more map calls (docs/benchmarks.md).
-// Cached blocks are never pending on other streams; the backend waits for their own stream
-// before it takes a page away.
+// found through the BlockStore's page donors, the bins that hold a whole free page: a growth visits
+// only the streams that can give pages, not every stream. Under above_peak and always a miss is
+// placed by address space (placement.cpp): what is mapped then says nothing about where a block
+// goes, so those two never creep from one iteration of a training step to the next, and leave the
+// least reserved on real traces, at more map calls (docs/benchmarks.md). Cached blocks are never
+// pending on other streams; the backend waits for their own stream before it takes a page away.
 //
 // empty_cache() unmaps every whole free page, also inside partly used segments, and gives back
 // the address range of a segment with nothing mapped.
@@ -31,14 +30,15 @@
 #include <algorithm>
 #include <vector>
 
-#include "allocator/allocator_core.hpp"
+#include "allocator/expandable/expandable_segments.hpp"
+
+#include <string>
+
+#include "allocator/poison.hpp"
 #include "allocator/size_rules.hpp"
+#include "memscope/errors.hpp"
 
-namespace memscope {
-
-using detail::Block;
-using detail::Segment;
-using detail::signed_size;
+namespace memscope::detail {
 
 namespace {
 
@@ -79,44 +79,79 @@ void link_unmapped(Segment& s, Block* b) noexcept {
 
 }  // namespace
 
-std::uintptr_t AllocatorCore::page_up(const Segment& s, std::uintptr_t address) {
-  return s.base + round_up(address - s.base, s.page);
+ExpandableSegments::ExpandableSegments(Backend& backend, const AllocatorConfig& config,
+                                       BlockStore& store, AllocatorStatistics& statistics,
+                                       SourceHost& host, const std::size_t& memory_limit,
+                                       bool poison)
+    : backend_(backend),
+      config_(config),
+      store_(store),
+      statistics_(statistics),
+      host_(host),
+      memory_limit_(memory_limit),
+      poison_(poison) {
+  if (!config.expandable_segments) return;
+  const std::size_t granularity = backend.page_granularity();
+  if (granularity == 0) {
+    throw ConfigError("expandable_segments:true: backend " + backend.name() +
+                          " cannot map pages; turn expandable_segments off for it",
+                      "expandable_segments", "true");
+  }
+  const std::size_t page = config.expandable_segments_page_size;
+  if (page != 0 && (page < granularity || page % granularity != 0)) {
+    throw ConfigError("expandable_segments_page_size:" + std::to_string(page) +
+                          " is not a multiple of backend " + backend.name() +
+                          "'s page granularity (" + std::to_string(granularity) +
+                          " bytes); use a multiple of it, e.g. 2MiB",
+                      "expandable_segments_page_size", std::to_string(page));
+  }
+  small_page_ = std::max(granularity, kSmallBuffer);
+  large_page_ = page != 0 ? page : small_page_;
 }
 
-std::uintptr_t AllocatorCore::page_down(const Segment& s, std::uintptr_t address) {
-  return s.base + (address - s.base) / s.page * s.page;
+void ExpandableSegments::poison(std::uintptr_t address, std::size_t size, bool on) const noexcept {
+  poison_region(poison_, address, size, on);
 }
 
-void AllocatorCore::count_split(const Block* b, int sign) noexcept {
+void ExpandableSegments::release_at_exit(const Segment& s) noexcept {
+  // The mapped runs are unmapped before the address range goes back.
+  for (const Block* b = s.first; b != nullptr;) {
+    if (b->unmapped) {
+      b = b->next;
+      continue;
+    }
+    const std::uintptr_t start = b->address;
+    std::uintptr_t end = start;
+    for (; b != nullptr && !b->unmapped; b = b->next) end = b->address + b->size;
+    backend_.unmap_pages(as_pointer(start), end - start, s.page, s.stream);
+  }
+  poison(s.base, s.size, false);
+  backend_.release_address_range(as_pointer(s.base), s.size);
+}
+
+void ExpandableSegments::count_split(const Block* b, int sign) noexcept {
   if (!b->shares_mapped_range()) return;
   const bool small = b->segment->small_pool;
-  if (sign > 0) {
-    increase(stats_.inactive_split, small, 1);
-    increase(stats_.inactive_split_bytes, small, signed_size(b->size));
-  } else {
-    decrease(stats_.inactive_split, small, 1);
-    decrease(stats_.inactive_split_bytes, small, signed_size(b->size));
-  }
+  statistics_.change_split(small, sign > 0 ? 1 : -1,
+                           sign > 0 ? signed_size(b->size) : -signed_size(b->size));
 }
 
-void AllocatorCore::count_mapped(Segment* segment, std::int64_t bytes,
-                                 std::int64_t ranges) noexcept {
+void ExpandableSegments::count_mapped(Segment* segment, std::int64_t bytes,
+                                      std::int64_t ranges) noexcept {
   const bool small = segment->small_pool;
-  if (bytes > 0) increase(stats_.reserved_bytes, small, bytes);
-  if (bytes < 0) decrease(stats_.reserved_bytes, small, -bytes);
-  if (ranges > 0) increase(stats_.segment, small, ranges);
-  if (ranges < 0) decrease(stats_.segment, small, -ranges);
+  statistics_.change_mapped(small, bytes, ranges);
   segment->mapped_bytes = static_cast<std::size_t>(signed_size(segment->mapped_bytes) + bytes);
   mapped_ = static_cast<std::size_t>(signed_size(mapped_) + bytes);
   mapped_high_water_ = std::max(mapped_high_water_, mapped_);
 }
 
-void AllocatorCore::record_mapping(TraceAction action, std::uintptr_t address, std::size_t bytes,
-                                   StreamId stream) noexcept {
-  if (recording_events()) recorder_->record(action, address, bytes, bytes, stream);
+void ExpandableSegments::record_mapping(TraceAction action, std::uintptr_t address,
+                                        std::size_t bytes, StreamId stream) noexcept {
+  host_.record_segment_event(action, address, bytes, stream);
 }
 
-Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::size_t at_least) {
+Segment* ExpandableSegments::expandable_segment(StreamPools& pools, bool small,
+                                                std::size_t at_least) {
   Segment*& slot = small ? pools.expandable_small : pools.expandable_large;
   if (slot != nullptr) return slot;
   const std::size_t page = small ? small_page_ : large_page_;
@@ -131,7 +166,7 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
   // grows on in another.
   constexpr std::size_t kFullRanges = 64;
   const std::size_t limit = std::min(memory_limit_, std::size_t{1} << 50);
-  const auto ranges = static_cast<std::size_t>(stats_.segment[detail::kAllPools].current);
+  const auto ranges = static_cast<std::size_t>(statistics_.segments());
   std::size_t size = round_up(ranges < kFullRanges ? limit : limit / ranges, page);
   size = std::max(size, need);
   if (need > round_up(limit, page)) return nullptr;
@@ -152,22 +187,22 @@ Segment* AllocatorCore::expandable_segment(StreamPools& pools, bool small, std::
     }
   }
   if (base == nullptr) return nullptr;
-  Segment* segment = add_segment(pools, small, base, size);
+  Segment* segment = store_.add_segment(pools, small, base, size);
   segment->expandable = true;
   segment->page = page;
   segment->first->unmapped = true;  // one unmapped block covers the range
   link_unmapped(*segment, segment->first);
-  segment->room = detail::kClosedRoom;  // until its bins keep it, now
+  segment->room = kClosedRoom;  // until its bins keep it, now
   set_growing(pools, small, segment);
   return segment;
 }
 
-void AllocatorCore::set_growing(StreamPools& pools, bool small, Segment* segment) noexcept {
+void ExpandableSegments::set_growing(StreamPools& pools, bool small, Segment* segment) noexcept {
   (small ? pools.expandable_small : pools.expandable_large) = segment;
   (small ? pools.small : pools.large).keep_room(segment != nullptr ? &segment->room : nullptr);
 }
 
-Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
+Block* ExpandableSegments::map_front(Block* u, std::size_t bytes) {
   Segment& s = *u->segment;
   // Cached neighbours are merged with the new pages: take them out of the count first (whether
   // they count as split depends on their neighbours, which are about to change).
@@ -177,7 +212,7 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
   if (right != nullptr) count_split(right, -1);
   Block* m = u;
   if (bytes < u->size) {
-    m = block_recycler_.acquire();  // the caller prepared it
+    m = store_.acquire_block();  // the caller prepared it
     m->address = u->address;
     m->size = bytes;
     m->segment = &s;
@@ -198,16 +233,16 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
   const int runs_joined = static_cast<int>(m->prev != nullptr && !m->prev->unmapped) +
                           static_cast<int>(m->next != nullptr && !m->next->unmapped);
   count_mapped(&s, signed_size(bytes), 1 - runs_joined);
-  m->cached_at = clock();
+  m->cached_at = statistics_.clock();
   Block* merged = m;
   if (left != nullptr) {
     s.bins->remove(left);
-    merged = join_blocks(left, m);
-    merged->cached_at = clock();
+    merged = store_.join(left, m);
+    merged->cached_at = statistics_.clock();
   }
   if (right != nullptr) {
     s.bins->remove(right);
-    join_blocks(merged, right);
+    store_.join(merged, right);
   }
   s.bins->insert(merged);
   count_split(merged, +1);
@@ -215,7 +250,8 @@ Block* AllocatorCore::map_front(Block* u, std::size_t bytes) {
   return merged;
 }
 
-void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_t bytes) noexcept {
+void ExpandableSegments::unmapped_inside(Block* c, std::uintptr_t address,
+                                         std::size_t bytes) noexcept {
   Segment& s = *c->segment;
   count_split(c, -1);
   s.bins->remove(c);
@@ -223,11 +259,11 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
   Block* head = nullptr;
   Block* tail = nullptr;
   if (address + bytes < end) {
-    tail = split_block_at(c, address + bytes);  // the caller prepared two
+    tail = store_.split_at(c, address + bytes);  // the caller prepared two
   }
   Block* mid = c;
   if (address > c->address) {
-    mid = split_block_at(c, address);
+    mid = store_.split_at(c, address);
     head = c;
   }
   mid->unmapped = true;
@@ -236,50 +272,50 @@ void AllocatorCore::unmapped_inside(Block* c, std::uintptr_t address, std::size_
                          static_cast<int>(mid->next != nullptr && !mid->next->unmapped);
   count_mapped(&s, -signed_size(bytes), runs_split - 1);
   if (mid->prev != nullptr && mid->prev->unmapped) {
-    mid = join_blocks(mid->prev, mid);
+    mid = store_.join(mid->prev, mid);
   } else {
     link_unmapped(s, mid);
   }
   if (mid->next != nullptr && mid->next->unmapped) join_unmapped(mid, mid->next);
   for (Block* piece : {head, tail}) {
     if (piece == nullptr) continue;
-    piece->cached_at = clock();
+    piece->cached_at = statistics_.clock();
     s.bins->insert(piece);
     count_split(piece, +1);
   }
 }
 
-Block* AllocatorCore::split_unmapped(Block* u, std::uintptr_t at) noexcept {
-  Block* upper = split_block_at(u, at);  // the caller prepared it
+Block* ExpandableSegments::split_unmapped(Block* u, std::uintptr_t at) noexcept {
+  Block* upper = store_.split_at(u, at);  // the caller prepared it
   upper->unmapped = true;
   upper->requested_size = 0;
   link_unmapped(*u->segment, upper);  // right after u
   return upper;
 }
 
-void AllocatorCore::join_unmapped(Block* u, Block* upper) noexcept {
+void ExpandableSegments::join_unmapped(Block* u, Block* upper) noexcept {
   unlink_unmapped(*u->segment, upper);
-  join_blocks(u, upper);
+  store_.join(u, upper);
 }
 
-std::size_t AllocatorCore::unmap_free_pages(Block* c, std::uintptr_t below) {
+std::size_t ExpandableSegments::unmap_free_pages(Block* c, std::uintptr_t below) {
   const Segment& s = *c->segment;
   const std::uintptr_t from = page_up(s, c->address);
   const std::uintptr_t to = std::min(page_down(s, c->address + c->size), below);
   if (from >= to) return 0;
-  block_recycler_.prepare(2);
+  store_.prepare(2);
   backend_.unmap_pages(as_pointer(from), to - from, s.page, s.stream);
-  ++stats_.num_device_free;
+  statistics_.count_device_free();
   record_mapping(TraceAction::segment_unmap, from, to - from, s.stream);
   poison(from, to - from, false);  // a later mapping is judged afresh
   unmapped_inside(c, from, to - from);
   return to - from;
 }
 
-std::size_t AllocatorCore::gather_free_pages(const detail::FreeBins& bins, const Segment& s,
-                                             const std::vector<Block*>& growing, const Block* last,
-                                             std::uintptr_t needed_end,
-                                             std::vector<FreePages>& out) {
+std::size_t ExpandableSegments::gather_free_pages(const FreeBins& bins, const Segment& s,
+                                                  const std::vector<Block*>& growing,
+                                                  const Block* last, std::uintptr_t needed_end,
+                                                  std::vector<FreePages>& out) {
   ++bins_searched_for_pages_;
   std::size_t bytes = 0;
   bins.for_each(s.page, [&](Block* c) {
@@ -300,7 +336,7 @@ std::size_t AllocatorCore::gather_free_pages(const detail::FreeBins& bins, const
   return bytes;
 }
 
-std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
+std::vector<ExpandableSegments::FreePages> ExpandableSegments::recycling_sources(
     const Segment& s, const std::vector<Block*>& growing, const Block* last,
     std::uintptr_t needed_end, Donors donors, std::size_t wanted) {
   std::vector<FreePages> sources;
@@ -308,11 +344,10 @@ std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
     // Highest addresses first: memory gathers at the low ends of the segments.
     std::sort(from, to, [](const FreePages& a, const FreePages& b) { return a.from > b.from; });
   };
-  const auto own = pools_.find(s.stream);
-  const StreamPools* const mine = own != pools_.end() ? own->second.get() : nullptr;
+  const StreamPools* const mine = store_.pools_of(s.stream);
   std::size_t found = 0;
   if (mine != nullptr) {
-    for (const detail::FreeBins* bins : {&mine->small, &mine->large}) {
+    for (const FreeBins* bins : {&mine->small, &mine->large}) {
       found += gather_free_pages(*bins, s, growing, last, needed_end, sources);
     }
   }
@@ -324,7 +359,7 @@ std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
   // Only the bins that hold a whole page, of this page size: never every stream's.
   for (const bool small : {true, false}) {
     if ((small ? small_page_ : large_page_) != s.page) continue;
-    for (const detail::FreeBins* d = page_donors(small).first; d != nullptr; d = d->next_donor()) {
+    for (const FreeBins* d = store_.page_donors(small).first; d != nullptr; d = d->next_donor()) {
       if (mine != nullptr && (d == &mine->small || d == &mine->large)) continue;
       found += gather_free_pages(*d, s, growing, last, needed_end, sources);
       if (donors == Donors::own_stream_first && found >= wanted) break;
@@ -337,8 +372,8 @@ std::vector<AllocatorCore::FreePages> AllocatorCore::recycling_sources(
   return sources;
 }
 
-std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes,
-                                        std::vector<FreePages>& sources, Block*& merged) {
+std::size_t ExpandableSegments::recycle_into(Block* u, std::size_t bytes,
+                                             std::vector<FreePages>& sources, Block*& merged) {
   const std::size_t page = u->segment->page;
   std::size_t moved = 0;
   for (FreePages& src : sources) {
@@ -347,18 +382,18 @@ std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes,
       const std::uintptr_t from = src.to - chunk;
       const std::uintptr_t to = u->address;
       const StreamId stream = src.block->segment->stream;
-      block_recycler_.prepare(3);
+      store_.prepare(3);
       if (!backend_.move_pages(as_pointer(from), as_pointer(to), chunk, page, stream)) {
         backend_.unmap_pages(as_pointer(from), chunk, page, stream);
-        ++stats_.num_device_free;
+        statistics_.count_device_free();
         record_mapping(TraceAction::segment_unmap, from, chunk, stream);
         unmapped_inside(src.block, from, chunk);
         if (!backend_.map_pages(as_pointer(to), chunk, page)) return moved;
-        ++stats_.num_device_alloc;
+        statistics_.count_device_alloc();
         record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
       } else {
-        ++stats_.num_device_free;
-        ++stats_.num_device_alloc;
+        statistics_.count_device_free();
+        statistics_.count_device_alloc();
         record_mapping(TraceAction::segment_unmap, from, chunk, stream);
         record_mapping(TraceAction::segment_map, to, chunk, u->segment->stream);
         unmapped_inside(src.block, from, chunk);
@@ -375,8 +410,8 @@ std::size_t AllocatorCore::recycle_into(Block* u, std::size_t bytes,
   return moved;
 }
 
-void AllocatorCore::lowest_run(const Segment& s, std::size_t rounded, Block*& start,
-                               Block*& last) noexcept {
+void ExpandableSegments::lowest_run(const Segment& s, std::size_t rounded, Block*& start,
+                                    Block*& last) noexcept {
   // An unmapped block, with the cached block before it when there is one, and what follows
   // while it is cached or unmapped.
   start = nullptr;
@@ -392,8 +427,8 @@ void AllocatorCore::lowest_run(const Segment& s, std::size_t rounded, Block*& st
   }
 }
 
-Segment* AllocatorCore::run_to_grow(StreamPools& pools, bool small, std::size_t rounded,
-                                    Block*& start, Block*& last) {
+Segment* ExpandableSegments::run_to_grow(StreamPools& pools, bool small, std::size_t rounded,
+                                         Block*& start, Block*& last) {
   Segment* s = expandable_segment(pools, small, rounded);
   if (s == nullptr) return nullptr;
   lowest_run(*s, rounded, start, last);
@@ -408,7 +443,8 @@ Segment* AllocatorCore::run_to_grow(StreamPools& pools, bool small, std::size_t 
   return start != nullptr ? s : nullptr;
 }
 
-std::size_t AllocatorCore::bytes_to_recycle(std::size_t to_map, std::size_t page) const noexcept {
+std::size_t ExpandableSegments::bytes_to_recycle(std::size_t to_map,
+                                                 std::size_t page) const noexcept {
   std::size_t recycle = 0;
   switch (config_.page_recycling) {
     case AllocatorConfig::PageRecycling::never:
@@ -430,7 +466,7 @@ std::size_t AllocatorCore::bytes_to_recycle(std::size_t to_map, std::size_t page
   return std::min(to_map, round_up(recycle, page));
 }
 
-Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) {
+Block* ExpandableSegments::grow(StreamPools& pools, bool small, std::size_t rounded) {
   Block* start = nullptr;
   Block* last = nullptr;
   Segment* s = run_to_grow(pools, small, rounded, start, last);
@@ -438,7 +474,7 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
   return grow_run(s, start, last, rounded);
 }
 
-Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_t rounded) {
+Block* ExpandableSegments::grow_run(Segment* s, Block* start, Block* last, std::size_t rounded) {
   const std::size_t page = s->page;
   // What the run lacks: whole pages at the front of its unmapped blocks.
   struct Piece {
@@ -472,7 +508,7 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
     // stream's: a walk over every stream at every growth made growth quadratic in the streams.
     const bool every_stream = mapped_ + to_map > memory_limit_ ||
                               config_.page_recycling == AllocatorConfig::PageRecycling::always;
-    if (every_stream) flush_recent();
+    if (every_stream) host_.flush_front_caches();
     sources =
         recycling_sources(*s, growing, last, run_start + rounded,
                           every_stream ? Donors::every_stream : Donors::own_stream_first, recycle);
@@ -496,9 +532,9 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
     }
     if (want == 0) continue;
     if (mapped_ + want > memory_limit_) return nullptr;
-    block_recycler_.prepare(1);
+    store_.prepare(1);
     if (!backend_.map_pages(as_pointer(u->address), want, page)) return nullptr;
-    ++stats_.num_device_alloc;
+    statistics_.count_device_alloc();
     record_mapping(TraceAction::segment_map, u->address, want, s->stream);
     merged = map_front(u, want);
   }
@@ -510,7 +546,7 @@ Block* AllocatorCore::grow_run(Segment* s, Block* start, Block* last, std::size_
   return merged;
 }
 
-void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors) noexcept {
+void ExpandableSegments::release_emptied_donors(const std::vector<Segment*>& donors) noexcept {
   // A range with nothing mapped holds no block but one unmapped one. Kept, its stream's pools
   // stayed, and every later recycling walked them: 20,000 streams at a 64 MiB limit took 26 s.
   // Its stream reserves a new range if it allocates again (where its pages would
@@ -521,26 +557,15 @@ void AllocatorCore::release_emptied_donors(const std::vector<Segment*>& donors) 
     if (d->mapped_bytes == 0) {
       const StreamId stream = d->stream;
       release_expandable_segment(d);
-      drop_pools_if_unused(stream, last_pools_);
+      store_.drop_pools_if_unused(stream);
     }
   }
 }
 
-Block* AllocatorCore::allocate_expandable(StreamPools& pools, bool small, std::size_t rounded) {
-  Block* block = grow(pools, small, rounded);
-  if (block == nullptr) {
-    // Last resort, as with fixed segments: wait for every stream, unmap every free page, retry.
-    release_all_cached();
-    ++stats_.num_alloc_retries;
-    block = grow(pools, small, rounded);
-  }
-  return block;
-}
-
-std::size_t AllocatorCore::release_expandable_cached() {
+std::size_t ExpandableSegments::release_cached() {
   std::size_t released = 0;
   std::vector<Block*> cached;
-  for (Segment* s = segments_; s != nullptr;) {
+  for (Segment* s = store_.segments(); s != nullptr;) {
     Segment* const next = s->next;
     if (s->expandable) {
       cached.clear();
@@ -556,25 +581,15 @@ std::size_t AllocatorCore::release_expandable_cached() {
   return released;
 }
 
-void AllocatorCore::release_expandable_segment(Segment* segment) noexcept {
+void ExpandableSegments::release_expandable_segment(Segment* segment) noexcept {
   // Nothing mapped: one unmapped block covers the range.
   poison(segment->base, segment->size, false);
   backend_.release_address_range(as_pointer(segment->base), segment->size);
-  if (segment->prev != nullptr) segment->prev->next = segment->next;
-  if (segment->next != nullptr) segment->next->prev = segment->prev;
-  if (segments_ == segment) segments_ = segment->next;
-  if (const auto pools = pools_.find(segment->stream); pools != pools_.end()) {
-    StreamPools& p = *pools->second;
-    --p.segments;
-    if (p.expandable_small == segment) set_growing(p, true, nullptr);
-    if (p.expandable_large == segment) set_growing(p, false, nullptr);
+  if (StreamPools* p = store_.pools_of(segment->stream); p != nullptr) {
+    if (p->expandable_small == segment) set_growing(*p, true, nullptr);
+    if (p->expandable_large == segment) set_growing(*p, false, nullptr);
   }
-  for (Block* b = segment->first; b != nullptr;) {
-    Block* const next = b->next;
-    block_recycler_.recycle(b);
-    b = next;
-  }
-  segment_recycler_.recycle(segment);
+  store_.forget_segment(segment);  // and its blocks
 }
 
-}  // namespace memscope
+}  // namespace memscope::detail

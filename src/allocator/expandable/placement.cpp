@@ -14,12 +14,10 @@
 // when that leaves the rest more whole pages than its start would (back_keeps_more_pages),
 // decided by the run's address space alone and carried out whatever of it is mapped
 // (place_at_back).
-#include "allocator/allocator_core.hpp"
+#include "allocator/expandable/expandable_segments.hpp"
+#include "allocator/front_cache.hpp"
 
-namespace memscope {
-
-using detail::Block;
-using detail::Segment;
+namespace memscope::detail {
 
 namespace {
 
@@ -51,20 +49,20 @@ bool back_keeps_more_pages(const Segment& s, std::uintptr_t from, std::size_t by
 
 // Splits cached block `b` (out of its bins) so that its last `rounded` bytes become the block
 // handed out; the front stays cached.
-Block* AllocatorCore::split_off_back(Block* b, std::size_t rounded) {
+Block* ExpandableSegments::split_off_back(Block* b, std::size_t rounded) {
   count_split(b, -1);
-  Block* back = split_block_at(b, b->address + b->size - rounded);
+  Block* back = store_.split_at(b, b->address + b->size - rounded);
   back->cached_at = b->cached_at;
   count_split(b, +1);
   count_split(back, +1);  // hand_out() uncounts it as the cached block it was
-  cache_in_bins(b);
+  FrontCache::cache_in_bins(b);
   return back;
 }
 
-Block* AllocatorCore::place_by_address(StreamPools& pools, bool small, std::size_t rounded) {
+Block* ExpandableSegments::place(StreamPools& pools, bool small, std::size_t rounded) {
   Segment* const growing = expandable_segment(pools, small, rounded);
   if (growing == nullptr) return nullptr;
-  detail::FreeBins& bins = small ? pools.small : pools.large;
+  FreeBins& bins = small ? pools.small : pools.large;
   // Best fit among the runs that end before the end of the growing range (smallest, then
   // lowest address); the run reaching that end only when none fits. A range too full for the
   // request (reserved under a lower limit) has none: grow() then opens another.
@@ -102,7 +100,7 @@ Block* AllocatorCore::place_by_address(StreamPools& pools, bool small, std::size
   return grow_run(start->segment, start, last, rounded);
 }
 
-Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::size_t rounded) {
+Block* ExpandableSegments::place_at_back(Block* start, std::size_t run_bytes, std::size_t rounded) {
   Segment* const s = start->segment;
   const std::uintptr_t end = start->address + run_bytes;
   const std::uintptr_t at = end - rounded;
@@ -116,7 +114,7 @@ Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::si
   };
   Block* c = block_at(at);
   if (c->cached && c->address + c->size == end) {  // mapped already
-    block_recycler_.prepare(1);
+    store_.prepare(1);
     s->bins->remove(c);
     return c->address == at ? c : split_off_back(c, rounded);
   }
@@ -134,10 +132,10 @@ Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::si
   c = block_at(at);
   Block* from = c;
   if (c->unmapped && first_page > c->address) {
-    block_recycler_.prepare(1);
+    store_.prepare(1);
     from = split_unmapped(c, first_page);
   }
-  block_recycler_.prepare(1);
+  store_.prepare(1);
   Block* merged = grow_run(s, from, block_at(end - 1), end - from->address);
   if (merged == nullptr) {
     // At the limit: the split must not leave two unmapped blocks side by side.
@@ -150,8 +148,8 @@ Block* AllocatorCore::place_at_back(Block* start, std::size_t run_bytes, std::si
     }
     return nullptr;
   }
-  block_recycler_.prepare(1);
+  store_.prepare(1);
   return merged->size > rounded ? split_off_back(merged, rounded) : merged;
 }
 
-}  // namespace memscope
+}  // namespace memscope::detail

@@ -71,6 +71,12 @@ void exercise(const std::string& path) {
       (void)memscope::report::json_text(diff.to_json(), 1);
       break;
     }
+    case InputKind::estimate: {  // memscope estimate --json, read back by memscope report
+      const memscope::report::Report report = report_of_estimate(file.json, "fuzz");
+      (void)memscope::report::render_text(report);
+      (void)memscope::report::render_html(report);
+      break;
+    }
     case InputKind::trace:  // fuzz_pickle, fuzz_snapshot_json and fuzz_rmm_log cover these
     case InputKind::unknown:
       break;

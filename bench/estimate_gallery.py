@@ -48,7 +48,12 @@ def main() -> int:
             for key in ("num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers"):
                 if hasattr(config, key):
                     setattr(config, key, a.layers)
-        params = hf.build_model(config).num_parameters() if not a.tiny else 0
+        params = 0
+        if not a.tiny:  # counted on the meta device: a 7B model would not fit in host memory
+            import torch
+
+            with torch.device("meta"):
+                params = hf.build_model(config).num_parameters()
         size = f"{params / 1e6:,.0f}M params" if params else "tiny"
         for bf16 in (False, True):
             for ckpt in (False, True):

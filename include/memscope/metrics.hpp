@@ -37,6 +37,13 @@ using Metrics = std::map<std::string, MetricValue, std::less<>>;
 // label -> note, e.g. "gpu" -> "cuda unavailable: no CUDA driver" (MemoryTracker::notes()).
 using MetricNotes = std::map<std::string, std::string, std::less<>>;
 
+// The one rule of which metric keys hold bytes, by name. A memory key contains "_mem_" (the
+// Trainer's and the tracker's: "train_mem_cpu_alloc_delta"): the metrics table and
+// `memscope diff` show those in bytes. The rank table, whose keys come from any source, also
+// reads keys ending in "_delta" or "_bytes" as bytes (holds_bytes()).
+[[nodiscard]] bool is_memory_key(std::string_view key) noexcept;
+[[nodiscard]] bool holds_bytes(std::string_view key) noexcept;
+
 struct FormatOptions {
   bool trainer_compat = false;  // "MB" (really MiB) and "GF" (really 2^30 FLOPs), as Trainer
 };

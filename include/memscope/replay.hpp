@@ -235,6 +235,8 @@ struct ReplayOptions {
 // `plan`, which was built from `snapshot`.
 void explain_with_trace(const TorchSnapshot& snapshot, const ReplayPlan& plan, ReplayResult& result,
                         std::size_t top_sites = 10);
+// Fills `live.top_sites` from its stacks: grouped by blamed frame and origin, the largest `top`.
+void fill_top_sites(const TorchSnapshot& snapshot, LiveBreakdown& live, std::size_t top = 10);
 
 // Who a stack frame belongs to, for blaming an allocation on code (docs/traces.md, "Which
 // code is blamed"):

@@ -66,8 +66,12 @@ from ._memscope import (
     ConfigError,
     Error,
     FitResult,
+    GrowthResult,
+    GrowthSite,
     InvalidPointerError,
     LiveBreakdown,
+    OomCounterfactual,
+    OomExplanation,
     OutOfMemoryError,
     PeakScope,
     PeakValues,
@@ -108,6 +112,7 @@ __all__ = [
     "Trace", "load_trace", "ReplayResult", "ReplayMoment", "ReplaySite", "LiveBreakdown",
     "FitResult",
     "Comparison",
+    "OomExplanation", "OomCounterfactual", "GrowthResult", "GrowthSite",
     "Report", "ReportTable", "ReportSeries", "ReportBand", "ReportMarker", "ReportFormatError",
 ]
 
@@ -149,3 +154,8 @@ def __getattr__(name: str) -> ModuleType:
     if name in _ON_DEMAND:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+# MEMSCOPE_WATCH=DIR (memscope run --watch DIR): explain out-of-memory errors once torch loads.
+from ._oom_watch import honour_environment as _honour_environment  # noqa: E402
+
+_honour_environment()

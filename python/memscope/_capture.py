@@ -45,6 +45,7 @@ from typing import Any, Optional
 
 from . import _attention, _hf_patches
 from ._capture_scope import CAPTURE_LOCK, in_capture, replaced
+from ._frames import StackTable
 from ._memscope import Error, UsageError
 
 # cuBLAS's workspace per (handle, stream): PyTorch's default, in
@@ -159,12 +160,15 @@ class _Recorder:
         self.steps = 0
         self.workspace_threads: set[str] = set()
         self.tag_ids: dict[str, int] = {}
-        self.stack_ids: dict[tuple[tuple[str, int, str], ...], int] = {}
+        self.stack_table = StackTable(self.capture.stacks, limit=6)
         self.lock = threading.Lock()
         self.default_cuda = False  # torch.set_default_device("cuda") inside the capture
         self.in_scaler_step = 0  # > 0 inside GradScaler's step (its found-inf read)
         self.threads: set[threading.Thread] = set()  # started by the capturing thread
         self.foreign_forward = ""  # a module run by one of them: the thread's name
+
+    def count_attention(self, backend: str) -> None:
+        self.capture.attention[backend] = self.capture.attention.get(backend, 0) + 1
 
     def in_autocast(self) -> bool:
         """Inside autocast("cuda") (run as CPU autocast), or inside the CPU autocast that
@@ -199,19 +203,7 @@ class _Recorder:
         return tid
 
     def stack(self) -> int:
-        frames: list[tuple[str, int, str]] = []
-        f: Any = sys._getframe(3)
-        while f is not None and len(frames) < 6:
-            name = f.f_code.co_filename
-            if "/torch/" not in name and "/memscope/" not in name and "<frozen" not in name:
-                frames.append((name, f.f_lineno, f.f_code.co_name))
-            f = f.f_back
-        key = tuple(frames)
-        sid = self.stack_ids.get(key)
-        if sid is None:
-            self.capture.stacks.append(frames)
-            sid = self.stack_ids[key] = len(self.capture.stacks)
-        return sid
+        return self.stack_table.here(3)
 
     def alloc(self, size: int, phase: str, category: str = "temporaries", op: str = "") -> int:
         addr = self.next_addr
@@ -378,18 +370,35 @@ def _run_backward(func: Any, args: Any, kwargs: dict[str, Any]) -> None:
                          create_graph, inputs, allow_unreachable=True, accumulate_grad=True)
 
 
+def _tensors_in(value: Any, tensor: type) -> list[Any]:
+    """The tensors in an op's arguments or outputs (tensors, and lists, tuples and dicts of
+    them): what torch's tree_flatten finds there, at a tenth of its cost per op."""
+    if isinstance(value, tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        found: list[Any] = []
+        for v in value:
+            if isinstance(v, tensor):
+                found.append(v)
+            elif isinstance(v, (list, tuple, dict)):
+                found += _tensors_in(v, tensor)
+        return found
+    if isinstance(value, dict):
+        return _tensors_in(list(value.values()), tensor)
+    return []
+
+
 def _record_mode(rec: _Recorder) -> Any:
     """A TorchDispatchMode that records every storage an op creates on the device into `rec`."""
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
 
     class Record(TorchDispatchMode):  # type: ignore[no-untyped-call]
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                                kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
             rec.capture.ops += 1
-            inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+            inputs = _tensors_in(args, torch.Tensor) + _tensors_in(kwargs, torch.Tensor)
             # While the model is built, only what goes to "cuda" is device memory; during the
             # steps every storage is (the host tensors of a training step are few and small).
             name = func.overloadpacket.__name__
@@ -430,9 +439,8 @@ def _record_mode(rec: _Recorder) -> Any:
                 for i, o in enumerate(outs):
                     if i in host:  # CUDA's kernel keeps this output on the host
                         continue
-                    for t in tree_flatten(o)[0]:
-                        if isinstance(t, torch.Tensor):
-                            rec.track(t.untyped_storage(), phase, name)
+                    for t in _tensors_in(o, torch.Tensor):
+                        rec.track(t.untyped_storage(), phase, name)
             for addr in extra:
                 rec.free(addr)
             return out
@@ -479,7 +487,7 @@ def _attention_as_cuda(rec: _Recorder, args: Any, kwargs: dict[str, Any]) -> Any
         call.q, call.k, call.v, call.mask = (cast(t) for t in (call.q, call.k, call.v,
                                                                 call.mask))
     backend = _attention.choose_backend(call, rec.gpu)
-    rec.capture.attention[backend] = rec.capture.attention.get(backend, 0) + 1
+    rec.count_attention(backend)
     with torch.autocast("cpu", enabled=False):
         return _attention.run(call, scale, backend)
 
@@ -509,7 +517,7 @@ def _patched_torch(rec: _Recorder, gpu: _attention.Gpu, capacity: int) -> Iterat
         stack.enter_context(_default_device_patch(rec))
         stack.enter_context(_grad_scaler_patch(rec))
         stack.enter_context(_thread_patch(rec))
-        stack.enter_context(_hf_patches.patched_transformers())
+        stack.enter_context(_hf_patches.patched_transformers(rec.count_attention))
         yield
 
 

@@ -4,9 +4,9 @@
 the model and optimizer on "cuda" and returns one training step) on PyTorch fake tensors, records
 what the CUDA caching allocator would be asked for (memscope._capture), and replays that trace
 through memscope's allocator rules on a simulated device of ``capacity``. ``max_batch`` searches
-the largest batch that replays without an out-of-memory error. ``python3 -m memscope.estimate``
-(and ``memscope estimate``) is the command line. docs/estimate.md says what is modelled and what
-is not. torch is imported on first use, not by ``import memscope``.
+the largest batch that replays without an out-of-memory error. ``memscope estimate``
+(``python3 -m memscope._estimate_command``) is the command line. docs/estimate.md says what is
+modelled and what is not. torch is imported on first use, not by ``import memscope``.
 """
 
 from __future__ import annotations
@@ -15,10 +15,7 @@ import argparse
 import importlib.util
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +23,7 @@ from typing import Any, Optional, Union
 
 from ._memscope import (
     ReplayResult,
+    Report,
     Trace,
     UsageError,
     _config_without_limit,
@@ -146,39 +144,23 @@ class Estimate:
     ops: int
     not_modeled: tuple[str, ...] = field(default_factory=tuple)
     attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
+    # The replay without a limit, for the report: (reserved, allocated, requested) after each
+    # event, each step's [first, end) events, and the event at the last step's peak.
+    series: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
+    step_bounds: list[tuple[int, int]] = field(default_factory=list, repr=False)
+    peak_event: int = 0
+
+    def report(self) -> Report:
+        """The estimate as memscope's report model: to_text(), to_json() (the memscope
+        envelope), to_html() (the categories and modules beside memory over the replay)."""
+        from ._estimate_report import estimate_report
+
+        return estimate_report(self)
 
     def explain(self) -> str:
-        """An aligned text report: the peaks, the fit, what is live at the peak and what the
-        estimate does not model."""
-        lines = [
-            f"memscope estimate: batch {self.batch}, {self.steps} steps, {self.ops:,} ops "
-            f"captured in {self.capture_seconds:.2f} s, replayed in {self.replay_seconds:.2f} s",
-            f"  peak allocated (last step)  {format_bytes(self.peak_allocated):>12}",
-            f"  peak reserved               {format_bytes(self.peak_reserved):>12}"
-            + (f"  (settings: {self.config})" if self.config else ""),
-            f"  capacity                    {format_bytes(self.capacity):>12}  "
-            + ("fits" if self.fits else "DOES NOT FIT (out of memory in the replay)"),
-            "live at the last step's peak, by category:",
-        ]
-        total = max(1, self.peak_allocated)
-        for name, n in self.by_category.items():
-            if n:
-                lines.append(f"  {name:<26}  {format_bytes(n):>12}  {100 * n / total:5.1f}%")
-        if self.top_modules:
-            lines.append("by module (forward allocations; others by phase):")
-            for name, n in self.top_modules:
-                lines.append(f"  {name[:26]:<26}  {format_bytes(n):>12}  {100 * n / total:5.1f}%")
-        if self.attention:
-            calls = ", ".join(f"{n} on {b}" for b, n in sorted(self.attention.items()))
-            lines.append(f"attention (scaled_dot_product_attention as CUDA dispatches it on "
-                         f"{self.device}): {calls}")
-        lines.append(f"modelled: storage sizes of every op; cuBLAS workspaces of "
-                     f"{format_bytes(self.workspace_bytes)} per thread; the attention backend "
-                     "CUDA picks, its saved tensors and backward buffers; the caching "
-                     "allocator's rounding, splitting and cache")
-        lines.append("not modelled:")
-        lines += [f"  - {x}" for x in self.not_modeled]
-        return "\n".join(lines)
+        """The report as aligned text: the peaks, the fit, what is live at the peak and what
+        the estimate does not model."""
+        return self.report().to_text()
 
     def __str__(self) -> str:
         return self.explain()
@@ -268,7 +250,9 @@ def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str
         by_category=by_category, top_modules=modules, trace=trace, replay=on_cap,
         workspace_bytes=c.workspace_bytes, capture_seconds=capture_seconds,
         replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED,
-        attention=dict(c.attention))
+        attention=dict(c.attention), series=series, peak_event=peak_op,
+        step_bounds=[(b, starts[i + 1] if i + 1 < len(starts) else len(series))
+                     for i, b in enumerate(starts)])
 
 
 def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
@@ -568,27 +552,6 @@ def _workload_of(a: argparse.Namespace) -> Workload:
         raise _Failure(EXIT_INPUT, f"--hf {a.hf}: {err}") from err
 
 
-def _render_html(e: Estimate, folder: str) -> bytes:
-    """The trace's replay as memscope's HTML report, by the memscope command (MEMSCOPE_EXE,
-    set by `memscope estimate`, else `memscope` on PATH), rendered in `folder`."""
-    exe = os.environ.get("MEMSCOPE_EXE") or shutil.which("memscope")
-    if not exe:
-        raise _Failure(EXIT_INTERNAL, "--html: the memscope command is not on PATH")
-    snap = os.path.join(folder, "estimate.pickle")
-    page = os.path.join(folder, "estimate.html")
-    e.trace.save(snap)
-    cmd = [exe, "replay", snap, "--capacity", f"{e.capacity}B", "--html", page]
-    if e.config:
-        cmd += ["--config", e.config]
-    # `memscope replay --capacity` exits 1 when the trace does not fit: the page is written.
-    r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    if r.returncode not in (0, 1):
-        raise _Failure(EXIT_INTERNAL, f"--html: {' '.join(cmd)} exited {r.returncode}: "
-                                      f"{r.stderr.strip()}")
-    with open(page, "rb") as f:
-        return f.read()
-
-
 def _write(option: str, path: str, content: bytes) -> None:
     from ._memscope import Error, _write_file_atomically
 
@@ -602,8 +565,10 @@ def _write(option: str, path: str, content: bytes) -> None:
 def _result_json(e: Estimate, s: Optional[BatchSearch]) -> bytes:
     """--json: the memscope envelope (include/memscope/json_envelope.hpp), the figures and the
     text the command printed, so that `memscope report` can show it again."""
+    report = e.report()
     result: dict[str, Any] = {"format": "memscope-estimate", "version": 1,
-                              "estimate": e.to_dict(), "text": e.explain()}
+                              "estimate": e.to_dict(), "text": report.to_text(),
+                              "report": json.loads(report.to_json())}
     if s is not None:
         result["max_batch"] = {
             "batch": s.batch, "seconds": s.seconds, "affine": s.affine,
@@ -646,21 +611,20 @@ def _run(a: argparse.Namespace) -> int:
     except (CaptureError, UsageError) as err:  # the script's step cannot be captured
         raise _Failure(EXIT_INPUT, str(err)) from err
     # Everything that can fail is made first; the files are then replaced one by one.
-    with tempfile.TemporaryDirectory() as tmp:
-        page = _render_html(e, tmp) if a.html else b""
-        if a.json:
-            _write("--json", a.json, _result_json(e, s))
-        if a.snapshot:
-            _write("--snapshot", a.snapshot,
-                   e.trace.to_json().encode() if a.snapshot.endswith(".json")
-                   else e.trace.to_pickle())
-        if a.html:
-            _write("--html", a.html, page)
+    page = e.report().to_html().encode() if a.html else b""
+    if a.json:
+        _write("--json", a.json, _result_json(e, s))
+    if a.snapshot:
+        _write("--snapshot", a.snapshot,
+               e.trace.to_json().encode() if a.snapshot.endswith(".json")
+               else e.trace.to_pickle())
+    if a.html:
+        _write("--html", a.html, page)
     return EXIT_OK if e.fits else EXIT_NO
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    """``python3 -m memscope.estimate SCRIPT.py:FUNCTION --batch 8 --capacity 24GiB``. Exit
+    """``python3 -m memscope._estimate_command SCRIPT.py:FUNCTION --batch 8 --capacity 24GiB``. Exit
     codes as every memscope command's (docs/cli.md): 0 fits, 1 does not fit on --capacity,
     2 a bad argument, 3 a script that is missing, does not load or whose step cannot be
     captured, 4 an output that cannot be written, 5 PyTorch missing or a bug."""

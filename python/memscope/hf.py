@@ -342,6 +342,13 @@ class MemoryMetricsCallback(TrainerCallback):
             self.tracker.stop("train")
             self._report("train", "train", None, state, args)
 
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        # An iteration boundary for memscope.torch.track_growth() (docs/oom.md); a no-op
+        # without it, and nothing is imported for it.
+        memscope_torch = sys.modules.get("memscope.torch")
+        if memscope_torch is not None:
+            memscope_torch.step()
+
     def on_prediction_step(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self._trainer is None and not self._pending:
             self.tracker.start(_PENDING)

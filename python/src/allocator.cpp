@@ -9,6 +9,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "bindings.hpp"
@@ -133,6 +134,54 @@ void def_memory(nb::class_<PyAllocator>& cls) {
           "Releases every cached segment with no live block; returns the bytes released.");
 }
 
+// A Python callable kept by the C++ allocator as an out-of-memory observer. It is called from
+// the allocating thread without the allocator's lock (CachingAllocator::throw_oom), takes the
+// GIL itself, and never lets an exception out: the allocator throws its own error next, and a
+// failing observer must not replace it (its error is reported as unraisable instead). The
+// reference is dropped only while the interpreter lives (an allocator may outlive it at exit).
+class PyOomObserver {
+ public:
+  explicit PyOomObserver(nb::handle fn) : fn_(fn.ptr()) { Py_INCREF(fn_); }
+  PyOomObserver(const PyOomObserver&) = delete;
+  PyOomObserver& operator=(const PyOomObserver&) = delete;
+  ~PyOomObserver() {
+    if (Py_IsInitialized() == 0) return;
+    const nb::gil_scoped_acquire locked;
+    Py_DECREF(fn_);
+  }
+
+  void operator()(const OutOfMemoryError& e) const noexcept {
+    if (Py_IsInitialized() == 0) return;
+    const nb::gil_scoped_acquire locked;
+    try {
+      const nb::dict figures = oom_figures(e.figures());
+      PyObject* result = PyObject_CallOneArg(fn_, figures.ptr());
+      if (result == nullptr) throw nb::python_error();
+      Py_DECREF(result);
+    } catch (nb::python_error& err) {
+      err.discard_as_unraisable("memscope: an out-of-memory observer");
+    } catch (...) {  // NOLINT(bugprone-empty-catch): nothing may leave the observer
+    }
+  }
+
+ private:
+  PyObject* fn_;
+};
+
+void def_oom_observer(nb::class_<PyAllocator>& cls) {
+  cls.def(
+      "add_oom_observer",
+      [](PyAllocator& a, nb::callable observer) {
+        auto held = std::make_shared<PyOomObserver>(observer);
+        a.impl->add_oom_observer([held](const OutOfMemoryError& e) { (*held)(e); });
+      },
+      nb::arg("observer"),
+      "Calls observer(figures) at every out-of-memory error, before it is raised: figures is "
+      "OutOfMemoryError.figures (requested, capacity, device_free, allocated, reserved, limit). "
+      "It runs without the allocator's lock, so it may read statistics or dump a snapshot; what "
+      "it raises is reported as unraisable, never instead of the OutOfMemoryError.");
+}
+
 // Equality and hashing by the allocator behind, and the simulated backend's stream control.
 void def_identity(nb::class_<PyAllocator>& cls) {
   cls.def("_hold_stream", [](PyAllocator& a, StreamId s) { simulated(a).hold(s); })
@@ -150,9 +199,11 @@ void def_identity(nb::class_<PyAllocator>& cls) {
 void bind_allocator(nb::module_& m) {
   bind_peak_scope(m);
   nb::class_<PyAllocator> cls(
-      m, "Allocator", "A caching allocator over one backend, with torch.cuda's statistics.");
+      m, "Allocator", "A caching allocator over one backend, with torch.cuda's statistics.",
+      nb::is_weak_referenceable());  // an OOM observer refers to its allocator weakly
   def_settings(cls);
   def_memory(cls);
+  def_oom_observer(cls);
   def_allocator_stats(cls);
   def_allocator_recording(cls);
   def_identity(cls);

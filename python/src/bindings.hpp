@@ -26,6 +26,8 @@ void def_allocator_stats(nb::class_<PyAllocator>& cls);      // allocator_stats.
 void def_allocator_recording(nb::class_<PyAllocator>& cls);  // recording.cpp
 void bind_metrics(nb::module_& m);
 void bind_replay_results(nb::module_& m);
+void bind_oom(nb::module_& m);     // OomExplanation (oom.cpp)
+void bind_growth(nb::module_& m);  // GrowthResult (growth.cpp)
 
 void bind_errors(nb::module_& m);
 void bind_units(nb::module_& m);

@@ -49,15 +49,8 @@ void set_with_attributes(PyObject* type, const char* message,
 
 void set_out_of_memory(const OutOfMemoryError& e) {
   const auto& f = e.figures();
-  nb::dict figures;
-  figures["requested"] = f.requested;
-  figures["capacity"] = f.capacity;
-  figures["device_free"] = f.device_free;
-  figures["allocated"] = f.allocated;
-  figures["reserved"] = f.reserved;
-  figures["limit"] = f.limit;
   set_with_attributes(types.out_of_memory, e.what(),
-                      {{"figures", figures},
+                      {{"figures", oom_figures(f)},
                        {"requested", nb::int_(f.requested)},
                        {"capacity", nb::int_(f.capacity)},
                        {"device_free", nb::int_(f.device_free)},
@@ -67,6 +60,17 @@ void set_out_of_memory(const OutOfMemoryError& e) {
 }
 
 }  // namespace
+
+nb::dict oom_figures(const OutOfMemoryError::Figures& f) {
+  nb::dict figures;
+  figures["requested"] = f.requested;
+  figures["capacity"] = f.capacity;
+  figures["device_free"] = f.device_free;
+  figures["allocated"] = f.allocated;
+  figures["reserved"] = f.reserved;
+  figures["limit"] = f.limit;
+  return figures;
+}
 
 const ErrorTypes& error_types() noexcept {
   return types;

@@ -11,6 +11,8 @@
 
 #include <nanobind/nanobind.h>
 
+#include "memscope/errors.hpp"
+
 #include <exception>
 #include <string>
 #include <string_view>
@@ -30,6 +32,10 @@ struct ErrorTypes {
   PyObject* report_format = nullptr;
   PyObject* usage = nullptr;
 };
+
+// OutOfMemoryError.figures as Python sees them (requested, capacity, device_free, allocated,
+// reserved, limit). GIL held.
+[[nodiscard]] nb::dict oom_figures(const OutOfMemoryError::Figures& figures);
 
 // Valid once bind_errors() has run (the types live as long as the interpreter).
 [[nodiscard]] const ErrorTypes& error_types() noexcept;

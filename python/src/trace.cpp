@@ -16,6 +16,8 @@
 #include "bindings.hpp"
 #include "memscope/atomic_file.hpp"
 #include "memscope/config.hpp"
+#include "memscope/growth.hpp"
+#include "memscope/oom.hpp"
 #include "memscope/trace.hpp"
 
 namespace memscope::python {
@@ -184,6 +186,8 @@ void def_replays(nb::class_<TorchSnapshot>& cls) {
 
 void bind_trace(nb::module_& m) {
   bind_replay_results(m);
+  bind_oom(m);
+  bind_growth(m);
 
   nb::class_<TorchSnapshot> cls(m, "Trace",
                                 "A memory trace: segments at one moment and the events that led "
@@ -227,7 +231,48 @@ void bind_trace(nb::module_& m) {
           },
           nb::arg("protocol") = 4,
           "The snapshot as pickle bytes (protocol 2, 3 or 4; PyTorch's viewer cannot read 5).")
-      .def("to_json", &torch_snapshot_json, "The snapshot as JSON text.");
+      .def("to_json", &torch_snapshot_json, "The snapshot as JSON text.")
+      .def(
+          "growth",
+          [](const TorchSnapshot& t, std::int64_t device,
+             const std::optional<std::vector<std::size_t>>& boundaries, std::size_t min_iterations,
+             std::size_t top_sites) {
+            GrowthOptions o;
+            if (boundaries) o.boundaries = *boundaries;
+            o.min_iterations = min_iterations;
+            o.top_sites = top_sites;
+            nb::gil_scoped_release unlocked;
+            return analyze_growth(t, device, o);
+          },
+          nb::arg("device") = 0, nb::arg("boundaries") = nb::none(), nb::arg("min_iterations") = 3,
+          nb::arg("top_sites") = 10,
+          "Growth across iterations: which allocation sites keep memory from one iteration "
+          "alive through the next ones. Iterations begin at `boundaries` (event indices), else "
+          "where a tag's step number changes, else at the detected period of the allocations.")
+      .def("ooms", &find_ooms, nb::arg("device") = 0,
+           "Indices of the out-of-memory events ('oom' actions) in the device's trace.")
+      .def(
+          "explain_oom",
+          [](const TorchSnapshot& t, std::int64_t device, std::size_t which,
+             const nb::handle& capacity, std::size_t top_sites, bool counterfactuals,
+             const std::string& source) {
+            OomOptions o;
+            o.which = which;
+            o.capacity = capacity.is_none() ? 0 : size_arg(capacity, "capacity");
+            o.top_sites = top_sites;
+            o.counterfactuals = counterfactuals;
+            o.source = source;
+            nb::gil_scoped_release unlocked;
+            return explain_oom(t, device, o);
+          },
+          nb::arg("device") = 0, nb::arg("which") = 0, nb::arg("capacity") = nb::none(),
+          nb::arg("top_sites") = 10, nb::arg("counterfactuals") = true,
+          nb::arg("source") = "<trace>",
+          "Explains the device's out-of-memory event number `which` (0: the first): the "
+          "allocator's state, what was live, and whether expandable segments, a max split size "
+          "or a garbage collection threshold would have fitted on a simulated device of "
+          "`capacity` (default: reserved + the device's free bytes at the OOM). "
+          "TraceFormatError names a missing or damaged OOM record.");
 
   m.def(
       "_config_without_limit",

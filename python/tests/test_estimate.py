@@ -19,6 +19,8 @@ import pytest
 import memscope
 
 torch = pytest.importorskip("torch")
+# The command line, as `memscope estimate` execs it.
+COMMAND = [sys.executable, "-m", "memscope._estimate_command"]
 nn = torch.nn
 MiB = 1 << 20
 
@@ -257,14 +259,14 @@ def test_command_line(tmp_path: Path) -> None:
     """))
     out = tmp_path / "e.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-m", "memscope.estimate", f"{script}:workload",
+    r = subprocess.run([*COMMAND, f"{script}:workload",
                         "--batch", "4", "--capacity", "1GiB", "--json", str(out)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     assert "peak allocated" in r.stdout
     figures = json.loads(out.read_text())["estimate"]
     assert figures["batch"] == 4 and figures["fits"] is True
-    bad = subprocess.run([sys.executable, "-m", "memscope.estimate", f"{tmp_path}/no.py:f"],
+    bad = subprocess.run([*COMMAND, f"{tmp_path}/no.py:f"],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 3 and "no such file" in bad.stderr  # an input error
 

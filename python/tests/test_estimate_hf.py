@@ -17,6 +17,8 @@ import pytest
 import memscope
 
 torch = pytest.importorskip("torch")
+# The command line, as `memscope estimate` execs it.
+COMMAND = [sys.executable, "-m", "memscope._estimate_command"]
 transformers = pytest.importorskip("transformers")
 transformers.logging.set_verbosity_error()
 
@@ -130,13 +132,27 @@ def test_command_line_hf(tmp_path: Path) -> None:
     config = tmp_path / "config.json"
     _, tiny = _hf_workloads.GALLERY["GPT-2"]
     config.write_text(json.dumps({"model_type": "gpt2", **tiny}))
-    r = subprocess.run([sys.executable, "-m", "memscope.estimate", "--hf", str(config),
+    r = subprocess.run([*COMMAND, "--hf", str(config),
                         "--seq", "64", "--batch", "2", "--bf16", "--capacity", "1GiB",
                         "--device", "h200", "--json", str(out)],
                        capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
     figures = json.loads(out.read_text())["estimate"]
     assert figures["batch"] == 2 and figures["attention"]
-    bad = subprocess.run([sys.executable, "-m", "memscope.estimate", "--hf", "no-such-model"],
+    bad = subprocess.run([*COMMAND, "--hf", "no-such-model"],
                          capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "not a transformers model type" in bad.stderr  # usage
+
+
+def test_flash_attention_2_is_captured_without_flash_attn_or_a_gpu() -> None:
+    # About 3 s. flash-attn is not installed here: the model builds inside the capture only.
+    model_type, tiny = _hf_workloads.GALLERY["Llama (GQA, RoPE)"]
+    how = _hf_workloads.Training(bf16=True)
+    work = _hf_workloads.hf_workload(model_type, seq=SEQ, how=how,
+                                     attn_implementation="flash_attention_2", **tiny)
+    e = memscope.estimate(work, batch=2, steps=2, device="h200", capacity="1GiB")
+    assert e.attention == {"flash (flash_attention_2)": 2 * tiny["num_hidden_layers"]}
+    fp32 = _hf_workloads.hf_workload(model_type, seq=SEQ, attn_implementation="flash_attention_2",
+                                     **tiny)
+    with pytest.raises(memscope.CaptureError, match="fp16 or bf16"):
+        memscope.estimate(fp32, batch=2, steps=1, capacity="1GiB")

@@ -20,6 +20,8 @@ import pytest
 import memscope
 
 torch = pytest.importorskip("torch")
+# The command line, as `memscope estimate` execs it.
+COMMAND = [sys.executable, "-m", "memscope._estimate_command"]
 nn = torch.nn
 MiB = 1 << 20
 GiB = 1 << 30
@@ -359,7 +361,7 @@ def test_sys_exit_in_the_workload_is_a_capture_error(where: str,
 
 
 def test_a_script_in_a_folder_whose_name_is_not_utf8(tmp_path: Path) -> None:
-    # About 4 s: one capture in-process, one through python3 -m memscope.estimate.
+    # About 4 s: one capture in-process, one through python3 -m memscope._estimate_command.
     folder = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9"))
     folder.mkdir()
     script = folder / "train.py"
@@ -384,7 +386,7 @@ def test_a_script_in_a_folder_whose_name_is_not_utf8(tmp_path: Path) -> None:
     assert e.fits
     out = folder / "e.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    r = subprocess.run([sys.executable, "-m", "memscope.estimate", f"{script}:workload",
+    r = subprocess.run([*COMMAND, f"{script}:workload",
                         "--batch", "4", "--capacity", "1GiB", "--json", str(out),
                         "--snapshot", str(folder / "e.pickle")],
                        capture_output=True, env=env)

@@ -9,10 +9,8 @@ namespace memscope {
 
 using detail::Block;
 using detail::FreeBins;
-using detail::pool_index;
 using detail::Segment;
 using detail::signed_size;
-using detail::StreamPools;
 
 namespace {
 // Blocks and segments the recyclers keep across empty_cache(); the rest go back to the system.
@@ -120,9 +118,9 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     small = detail::is_small(rounded);
     FreeBins& bins = small ? pools.small : pools.large;
     if (places_by_address_) block = source_->place(pools, small, rounded);
-    if (block == nullptr) block = take_cached(bins, rounded);
+    if (block == nullptr) block = bins.take_best_fit(rounded, split_limit_, split_every_remainder_);
     if (block == nullptr && reclaim_.call_free_memory_callbacks()) {
-      block = take_cached(bins, rounded);
+      block = bins.take_best_fit(rounded, split_limit_, split_every_remainder_);
     }
     if (block == nullptr) {
       if (reclaim_.collects_garbage()) garbage_collect();
@@ -162,46 +160,6 @@ Block* AllocatorCore::grow(StreamPools& pools, bool small, std::size_t rounded) 
     block = source_->grow(pools, small, rounded);
   }
   return block;
-}
-
-inline Block* AllocatorCore::take_cached(FreeBins& bins, std::size_t rounded) noexcept {
-  // Among equal sizes the lowest address, as PyTorch's rules take. The most recent instead made
-  // the smallest device that fits cs336-medium ctx128 and ctx512 0.01-0.03 GB bigger than
-  // PyTorch's (a segment held a live block PyTorch's rules had left free to release), and with
-  // expandable segments (at_limit) reserved 1.0448 of the live peak on ctx128 in the steady
-  // state against 1.0089 for PyTorch's expandable rules (now 1.0080). The front cache still
-  // hands back the newest block of its size, on the hot path.
-  Block* block = bins.best_fit_lowest(rounded);
-  if (block == nullptr || !detail::may_serve(block->size, rounded, split_limit_)) {
-    return nullptr;
-  }
-  // Expandable segments: a tail (a free block followed by unmapped space) is spared when
-  // another block fits. The common hit, the pool's only free block, needs no search.
-  if (split_every_remainder_ && block->next != nullptr && block->next->unmapped && bins.count() > 1)
-      [[unlikely]] {
-    block = best_fit_sparing_tails(bins, block, rounded);
-  }
-  bins.remove(block);
-  return block;
-}
-
-// PyTorch's rule for expandable segments, which keeps them compact: a free block followed by
-// unmapped space ranks by the size it could grow to, so any other block that fits comes first
-// and the tail is cut into only when nothing else fits.
-Block* AllocatorCore::best_fit_sparing_tails(FreeBins& bins, Block* tail,
-                                             std::size_t rounded) const noexcept {
-  const auto is_tail = [](const Block* b) { return b->next != nullptr && b->next->unmapped; };
-  std::array<Block*, 8> tails{};
-  std::size_t n = 0;
-  Block* found = tail;
-  while (found != nullptr && is_tail(found) && n < tails.size()) {
-    tails[n++] = found;
-    bins.remove(found);
-    found = bins.best_fit_lowest(rounded);
-    if (found != nullptr && !detail::may_serve(found->size, rounded, split_limit_)) found = nullptr;
-  }
-  for (std::size_t i = n; i-- > 0;) bins.insert(tails[i]);
-  return found != nullptr && !is_tail(found) ? found : tails[0];
 }
 
 void AllocatorCore::enter_tight() noexcept {

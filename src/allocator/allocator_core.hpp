@@ -99,16 +99,18 @@ class AllocatorCore {
   void add_free_memory_callback(std::function<bool()> callback) {
     reclaim_.add_free_memory_callback(std::move(callback));
   }
+  // The components, read-only: what tests and diagnostics look at through the components' own
+  // interfaces (the pools of each stream, the page donors, the blocks by address; page
+  // recycling's search count).
+  [[nodiscard]] const detail::BlockStore& block_store() const noexcept { return store_; }
+  [[nodiscard]] const detail::ExpandableSegments& expandable_segments() const noexcept {
+    return expandable_;
+  }
   [[nodiscard]] std::size_t memory_limit() const noexcept { return memory_limit_; }
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
 
  private:
   using StreamPools = detail::StreamPools;
-  [[gnu::always_inline]] [[nodiscard]] detail::Block* take_cached(detail::FreeBins& bins,
-                                                                  std::size_t rounded) noexcept;
-  // Out of line: only expandable segments call it, and the hit path stays small.
-  [[gnu::noinline]] [[nodiscard]] detail::Block* best_fit_sparing_tails(
-      detail::FreeBins& bins, detail::Block* tail, std::size_t rounded) const noexcept;
   void hand_out(detail::Block* block, std::size_t rounded, std::size_t requested);
   // The part of hand_out() a recent block needs: allocated, with its statistics.
   [[gnu::always_inline]] inline void count_allocation(detail::Block* block,

@@ -1,6 +1,7 @@
 #include "allocator/free_bins.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <new>
 
@@ -344,6 +345,25 @@ FreeBins::Problem FreeBins::audit_blocks(std::vector<const Block*>& out) const {
             nullptr};
   }
   return {};
+}
+
+// PyTorch's rule for expandable segments, which keeps them compact: a free block followed by
+// unmapped space ranks by the size it could grow to, so any other block that fits comes first
+// and the tail is cut into only when nothing else fits.
+Block* FreeBins::best_fit_sparing_tails(Block* tail, std::size_t rounded,
+                                        std::size_t split_limit) noexcept {
+  const auto is_tail = [](const Block* b) { return b->next != nullptr && b->next->unmapped; };
+  std::array<Block*, 8> tails{};
+  std::size_t n = 0;
+  Block* found = tail;
+  while (found != nullptr && is_tail(found) && n < tails.size()) {
+    tails[n++] = found;
+    remove(found);
+    found = best_fit_lowest(rounded);
+    if (found != nullptr && !may_serve(found->size, rounded, split_limit)) found = nullptr;
+  }
+  for (std::size_t i = n; i-- > 0;) insert(tails[i]);
+  return found != nullptr && !is_tail(found) ? found : tails[0];
 }
 
 }  // namespace memscope::detail

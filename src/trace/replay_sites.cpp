@@ -168,6 +168,11 @@ void explain_with_trace(const TorchSnapshot& snapshot, const ReplayPlan& plan, R
   add_sites(snapshot, result.at_peak_reserved, top_sites, blamed);
 }
 
+void fill_top_sites(const TorchSnapshot& snapshot, LiveBreakdown& live, std::size_t top) {
+  BlamedFrames blamed(snapshot.strings.stacks.size());
+  add_sites(snapshot, live, top, blamed);
+}
+
 ReplayResult replay_trace(const TorchSnapshot& snapshot, std::int64_t device,
                           const ReplayOptions& options) {
   const ReplayPlan plan = build_replay_plan(snapshot, device);

@@ -11,13 +11,22 @@
 #include "memscope/metrics.hpp"
 
 namespace memscope {
+
+bool is_memory_key(std::string_view key) noexcept {
+  return key.find("_mem_") != std::string_view::npos;
+}
+
+bool holds_bytes(std::string_view key) noexcept {
+  return is_memory_key(key) || key.ends_with("_delta") || key.ends_with("_bytes");
+}
+
 namespace {
 
 enum class Column { memory, runtime, flops, other };
 
 Column column_of(std::string_view key, const MetricValue& value) {
   if (std::holds_alternative<std::string>(value)) return Column::other;
-  if (key.find("_mem_") != std::string_view::npos) return Column::memory;
+  if (is_memory_key(key)) return Column::memory;
   if (key.find("_runtime") != std::string_view::npos) return Column::runtime;
   if (key == "total_flos" || key.ends_with("_flos")) return Column::flops;
   return Column::other;

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "memscope/metrics.hpp"
 #include "memscope/rank_table.hpp"
 #include "memscope/report.hpp"
 #include "memscope/report_text.hpp"
@@ -73,14 +74,8 @@ nlohmann::json json_number(double v) {
   return v;
 }
 
-// Memory keys hold bytes: the Trainer's *_mem_* keys, deltas, and *_bytes.
-bool is_byte_key(std::string_view key) {
-  return key.find("_mem_") != std::string_view::npos || key.ends_with("_delta") ||
-         key.ends_with("_bytes");
-}
-
 std::string cell(std::string_view key, double v) {
-  if (is_byte_key(key) && std::isfinite(v) && std::fabs(v) < 9.2e18) {
+  if (holds_bytes(key) && std::isfinite(v) && std::fabs(v) < 9.2e18) {
     return format_bytes(std::llround(v));
   }
   return number(v);

@@ -1,6 +1,7 @@
-// AllocatorCoreTestAccess: reaches into AllocatorCore (a friend) so that tests can break one
-// invariant at a time (validate_test.cpp) or look at bookkeeping the public API does not show
-// (expandable_page_donors_test.cpp). For tests only; not synchronised, like the core.
+// AllocatorCoreTestAccess: reaches into AllocatorCore (a friend) so that validate_test.cpp can
+// break one invariant at a time and see validate() name it. What tests only look at, they read
+// through the components' own interfaces (AllocatorCore::block_store(), expandable_segments()).
+// For tests only; not synchronised, like the core.
 #pragma once
 
 #include <cstddef>
@@ -19,17 +20,8 @@ class AllocatorCoreTestAccess {
   static detail::Block* block(AllocatorCore& core, const void* ptr) {
     return core.store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
   }
-  static std::size_t stream_pools(const AllocatorCore& core) { return core.store_.stream_count(); }
   static std::size_t& segment_count(AllocatorCore& core, StreamId stream) {
     return core.store_.pools_of(stream)->segments;
-  }
-  // Page recycling: the bins listed as holding a whole free page, and how many bins the
-  // recycling walks have searched so far.
-  static std::size_t page_donors(const AllocatorCore& core) {
-    return core.store_.page_donors(true).count + core.store_.page_donors(false).count;
-  }
-  static std::uint64_t bins_searched_for_pages(const AllocatorCore& core) {
-    return core.expandable_.bins_searched_for_pages();
   }
 };
 

@@ -10,7 +10,6 @@
 #include <string>
 
 #include "allocator/allocator_core.hpp"
-#include "core_test_access.hpp"
 #include "expandable_checks.hpp"
 #include "memscope/simulated_backend.hpp"
 #include "memscope/units.hpp"
@@ -24,8 +23,13 @@ constexpr StreamId kB = 2;
 class ExpandableStreamFrontCaches : public ::testing::TestWithParam<const char*> {};
 
 // In its stream's front cache: freed, still in the pointer map, unmerged.
+// The block at `ptr` in the pointer map (allocated or front-cached), or null.
+const detail::Block* block_at(const AllocatorCore& core, const void* ptr) {
+  return core.block_store().live().find(reinterpret_cast<std::uintptr_t>(ptr));
+}
+
 bool front_cached(AllocatorCore& core, const void* ptr) {
-  const detail::Block* block = AllocatorCoreTestAccess::block(core, ptr);
+  const detail::Block* block = block_at(core, ptr);
   return block != nullptr && block->recent;
 }
 
@@ -46,7 +50,7 @@ TEST_P(ExpandableStreamFrontCaches, ASlowFreeFlushesOnlyItsOwnStreamsFrontCache)
   ASSERT_TRUE(front_cached(core, low));
   ASSERT_TRUE(core.deallocate(mid));  // its neighbour below waits unmerged: the slow free
   EXPECT_FALSE(front_cached(core, low)) << "A's own front cache was not merged first";
-  EXPECT_EQ(AllocatorCoreTestAccess::block(core, low), nullptr);
+  EXPECT_EQ(block_at(core, low), nullptr);
   if (std::string(GetParam()) == "above_peak") {
     // Its growths above the peak take other streams' free pages from their bins only.
     EXPECT_FALSE(front_cached(core, theirs)) << "above_peak: B's block is no donor unmerged";

@@ -202,9 +202,9 @@ TEST(StreamPools, StreamsWithoutBlocksAreDroppedByEmptyCache) {
     ASSERT_NE(p, nullptr);
     ASSERT_TRUE(core.deallocate(p));
   }
-  EXPECT_EQ(Access::stream_pools(core), kStreams);
+  EXPECT_EQ(core.block_store().stream_count(), kStreams);
   EXPECT_EQ(core.empty_cache(), kStreams * 2 * MiB);
-  EXPECT_LE(Access::stream_pools(core), 1U);  // at most the last one used, kept
+  EXPECT_LE(core.block_store().stream_count(), 1U);  // at most the last one used, kept
   EXPECT_EQ(core.stats().reserved_bytes[0].current, 0);
   EXPECT_NO_THROW(core.validate());
   // The streams still work, and come back as they are used.
@@ -225,7 +225,7 @@ TEST(StreamPools, AStreamWithBlocksKeepsItsPools) {
   ASSERT_TRUE(core.deallocate(gone));
   ASSERT_TRUE(core.deallocate(last));
   core.empty_cache();
-  EXPECT_EQ(Access::stream_pools(core), 3U);  // 5 and 6 (blocks), 8 (last used, kept)
+  EXPECT_EQ(core.block_store().stream_count(), 3U);  // 5 and 6 (blocks), 8 (last used, kept)
   EXPECT_NO_THROW(core.validate());
   // Their blocks go back to their own pools and are reused from there.
   ASSERT_TRUE(core.deallocate(held));
@@ -237,7 +237,7 @@ TEST(StreamPools, AStreamWithBlocksKeepsItsPools) {
   const auto reserved = static_cast<std::size_t>(core.stats().reserved_bytes[0].current);
   EXPECT_EQ(reserved, 2 * MiB + 20 * MiB);  // a small segment and a 20 MiB large one
   EXPECT_EQ(core.empty_cache(), reserved);
-  EXPECT_LE(Access::stream_pools(core), 1U);
+  EXPECT_LE(core.block_store().stream_count(), 1U);
   EXPECT_NO_THROW(core.validate());
 }
 
@@ -255,7 +255,7 @@ TEST(StreamPools, EmptyCacheInsideAllocateKeepsTheCallersPools) {
   void* p = core.allocate(4096, 9);  // misses: the callback drops every idle stream but 9
   ASSERT_NE(p, nullptr);
   EXPECT_EQ(calls, 1U);
-  EXPECT_EQ(Access::stream_pools(core), 1U);
+  EXPECT_EQ(core.block_store().stream_count(), 1U);
   EXPECT_NO_THROW(core.validate());
   EXPECT_TRUE(core.deallocate(p));
 }

@@ -240,3 +240,50 @@ def test_unknown_kind_and_missing_file_exit_3(tmp_path: Path) -> None:
 def test_one_argument_is_a_usage_error(real_trace: Path) -> None:
     result = memscope("diff", real_trace)
     assert result.returncode == 2
+
+
+# --fail-above PCT (issue 42): exit 1 when B's peaks grew by more than PCT percent, naming them
+# on stderr; 0 within it. Seconds each (the trace pair replays two traces).
+def test_fail_above_on_traces(real_trace: Path, grown_trace: Path) -> None:
+    grew = memscope("diff", real_trace, grown_trace, "--fail-above", "1")
+    assert grew.returncode == 1, grew.stderr
+    assert "peak live grew +" in grew.stderr and "more than --fail-above 1%" in grew.stderr
+    assert "peak live +300.00 MiB" in grew.stdout  # the report is printed all the same
+    same = memscope("diff", real_trace, real_trace, "--fail-above", "0")
+    assert same.returncode == 0, same.stderr
+    assert "2 peaks within --fail-above 0%" in same.stderr
+    # A limit above the growth passes: the exit status follows the percentage, not any change.
+    a = memscope_py_peak_live(real_trace)
+    pct = 100.0 * 300 * MiB / a
+    assert memscope("diff", real_trace, grown_trace, "--fail-above", f"{pct + 1:.3f}").returncode == 0
+    assert memscope("diff", real_trace, grown_trace, "--fail-above", f"{pct - 1:.3f}").returncode == 1
+
+
+def memscope_py_peak_live(trace: Path) -> int:
+    memscope_py = pytest.importorskip("memscope")
+    return int(memscope_py.load_trace(trace).replay().peak_live)
+
+
+def test_fail_above_on_metrics_and_runs(tmp_path: Path) -> None:
+    a = write_json(tmp_path / "a.json", BASE)
+    b = write_json(tmp_path / "b.json", dict(BASE, train_mem_gpu_peaked_delta=96 * MiB))
+    grew = memscope("diff", a, b, "--fail-above", "10")
+    assert grew.returncode == 1
+    assert "train_mem_gpu_peaked_delta grew +50.0% (64.00 MiB -> 96.00 MiB)" in grew.stderr
+    assert memscope("diff", a, b, "--fail-above", "50").returncode == 0
+    assert memscope("diff", b, a, "--fail-above", "0").returncode == 0  # it shrank
+    ra = write_run(tmp_path / "ra.json", stages={"train": 700 * MiB}, processes={"p": 1 * MiB},
+                   peak=900 * MiB)
+    rb = write_run(tmp_path / "rb.json", stages={"train": 1000 * MiB}, processes={"p": 1 * MiB},
+                   peak=1200 * MiB)
+    run = memscope("diff", ra, rb, "--fail-above", "20")
+    assert run.returncode == 1
+    assert "tree RSS peak (sampled) grew +33.3%" in run.stderr
+    assert "stage train: tree RSS peak (sampled) grew +42.9%" in run.stderr
+
+
+def test_fail_above_without_peaks_fails_closed(tmp_path: Path) -> None:
+    a = write_json(tmp_path / "a.json", {"train_runtime": 1.0})
+    out = memscope("diff", a, a, "--fail-above", "10")
+    assert out.returncode == 1 and "no peak is known in both files" in out.stderr
+    assert memscope("diff", a, a, "--fail-above", "ten").returncode == 2

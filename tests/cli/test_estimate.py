@@ -1,12 +1,12 @@
-"""`memscope estimate`: the command execs `python3 -m memscope.estimate` (the capture needs
-PyTorch); end to end on a small step without a GPU, with --json and --html, and the errors of
-a missing interpreter and of a step the capture cannot run; the exit codes of docs/cli.md's
-table; outputs checked before the capture, never an input nor another output, written whole."""
+"""`memscope estimate`: the command execs `python3 -m memscope._estimate_command` (the capture
+needs PyTorch); end to end on a small step without a GPU, with --json and --html, and the
+errors of a missing interpreter and of a step the capture cannot run; the exit codes of
+docs/cli.md's table; outputs checked before the capture, never an input nor another output,
+written whole."""
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -118,26 +118,30 @@ def test_an_output_that_cannot_be_written_fails_before_the_capture(tmp_path: Pat
     assert not mark.exists()
 
 
-def test_a_failed_html_leaves_the_json_as_it_was(tmp_path: Path) -> None:
-    # About 3 s: one capture; the page's renderer (memscope replay) is made to fail.
+def test_a_failed_html_leaves_the_json_as_it_was(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # About 3 s: one capture; the page's renderer (memscope.Report.to_html) is made to fail.
+    from memscope import _estimate_report
     from memscope._estimate import main
 
+    real = _estimate_report.estimate_report
+
+    class PageFails:
+        def __init__(self, report: object) -> None:
+            self.report = report
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.report, name)
+
+        def to_html(self) -> str:
+            raise RuntimeError("cannot render")
+
+    monkeypatch.setattr(_estimate_report, "estimate_report", lambda e: PageFails(real(e)))
     script = script_in(tmp_path)
     out = tmp_path / "e.json"
     out.write_text("old")
-    failing = tmp_path / "failing-memscope"
-    failing.write_text("#!/bin/sh\necho 'cannot render' >&2\nexit 4\n")
-    failing.chmod(0o755)
-    old = os.environ.get("MEMSCOPE_EXE")
-    os.environ["MEMSCOPE_EXE"] = str(failing)
-    try:
-        code = main([f"{script}:workload", "--batch", "2", "--steps", "1", "--capacity", "1GiB",
-                     "--json", str(out), "--html", str(tmp_path / "e.html")])
-    finally:
-        if old is None:
-            del os.environ["MEMSCOPE_EXE"]
-        else:
-            os.environ["MEMSCOPE_EXE"] = old
+    code = main([f"{script}:workload", "--batch", "2", "--steps", "1", "--capacity", "1GiB",
+                 "--json", str(out), "--html", str(tmp_path / "e.html")])
     assert code == 5
     assert out.read_text() == "old" and not (tmp_path / "e.html").exists()
 

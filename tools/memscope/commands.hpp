@@ -18,7 +18,7 @@ void add_run_command(CLI::App& app, Action& action);     // cmd_run.cpp
 void add_replay_command(CLI::App& app, Action& action);  // cmd_replay.cpp
 void add_report_command(CLI::App& app, Action& action);  // cmd_report.cpp
 void add_diff_command(CLI::App& app, Action& action);    // cmd_diff.cpp
-// cmd_estimate.cpp: execs `python3 -m memscope.estimate` (the capture needs PyTorch).
+// cmd_estimate.cpp: execs `python3 -m memscope._estimate_command` (the capture needs PyTorch).
 void add_estimate_command(CLI::App& app, Action& action);
 
 }  // namespace memscope::cli

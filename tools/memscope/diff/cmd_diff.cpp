@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -17,6 +18,7 @@
 #include "memscope/report_html.hpp"
 #include "memscope/report_text.hpp"
 #include "memscope/trace.hpp"
+#include "memscope/units.hpp"
 #include "progress.hpp"
 #include "run/run_record.hpp"
 
@@ -30,6 +32,7 @@ struct DiffArgs {
   std::string html;
   std::size_t top = 20;
   std::int64_t device = -1;
+  std::optional<double> fail_above;  // percent
 };
 
 std::string kind_phrase(const InputFile& f) {
@@ -51,9 +54,41 @@ Metrics metrics_of(const InputFile& f) {
   }
 }
 
-// The terminal's text, then --json and --html, all from the one value.
+std::string peak_value(double bytes) {
+  return format_bytes(static_cast<std::int64_t>(bytes));
+}
+
+// --fail-above: kExitNegative, with one line per peak that grew more, when B's peaks grew by
+// more than the percentage (or when no peak is known in both files: nothing was checked).
+int check_peaks(const std::vector<PeakChange>& peaks, const DiffArgs& args) {
+  if (!args.fail_above) return kExitOk;
+  const double limit = *args.fail_above;
+  if (peaks.empty()) {
+    std::fprintf(stderr,
+                 "memscope diff: --fail-above %g: no peak is known in both files, so none was "
+                 "checked\n",
+                 limit);
+    return kExitNegative;
+  }
+  const std::vector<PeakChange> above = peaks_above(peaks, limit);
+  for (const PeakChange& p : above) {
+    const std::string growth = std::isinf(p.percent()) ? std::string("from nothing")
+                                                       : fmt::format("{:+.1f}%", p.percent());
+    std::fprintf(stderr, "memscope diff: %s grew %s (%s -> %s), more than --fail-above %g%%\n",
+                 p.what.c_str(), growth.c_str(), peak_value(p.a).c_str(), peak_value(p.b).c_str(),
+                 limit);
+  }
+  if (above.empty()) {
+    std::fprintf(stderr, "memscope diff: %zu peak%s within --fail-above %g%%\n", peaks.size(),
+                 peaks.size() == 1 ? "" : "s", limit);
+  }
+  return above.empty() ? kExitOk : kExitNegative;
+}
+
+// The terminal's text, then --json and --html, all from the one value; then --fail-above's
+// verdict, the exit status.
 template <typename Result>
-void emit(const Result& result, const DiffArgs& args) {
+int emit(const Result& result, const DiffArgs& args) {
   const report::Report report = result.to_report();
   std::fputs(report::render_text(report).c_str(), stdout);
   if (!args.json.empty()) {
@@ -64,6 +99,8 @@ void emit(const Result& result, const DiffArgs& args) {
     report::write_html(report, args.html);
     std::printf("HTML report: %s\n", args.html.c_str());
   }
+  std::fflush(stdout);
+  return check_peaks(peak_changes(result), args);
 }
 
 int run_diff_command(const DiffArgs& args) {
@@ -96,18 +133,19 @@ int run_diff_command(const DiffArgs& args) {
                     args.a, kind_phrase(a), args.b, kind_phrase(b)));
   }
   const DiffNames names{args.a, args.b, args.top};
+  int status = kExitOk;
   switch (a.kind) {
     case InputKind::metrics: {
       const MetricsDiff diff = diff_metrics(metrics_of(a), metrics_of(b), names);
       progress.finish();
-      emit(diff, args);
+      status = emit(diff, args);
       break;
     }
     case InputKind::run: {
       const RunDiff diff = diff_runs(run_record_from_json(a.json, args.a),
                                      run_record_from_json(b.json, args.b), names);
       progress.finish();
-      emit(diff, args);
+      status = emit(diff, args);
       break;
     }
     case InputKind::trace: {
@@ -119,7 +157,7 @@ int run_diff_command(const DiffArgs& args) {
           diff_traces(ta, tb, names,
                       args.device >= 0 ? std::optional<std::int64_t>(args.device) : std::nullopt);
       progress.finish();
-      emit(diff, args);
+      status = emit(diff, args);
       break;
     }
     case InputKind::replay:
@@ -128,7 +166,7 @@ int run_diff_command(const DiffArgs& args) {
       break;  // refused above
   }
   std::fflush(stdout);
-  return kExitOk;
+  return status;
 }
 
 }  // namespace
@@ -149,6 +187,12 @@ void add_diff_command(CLI::App& app, Action& action) {
   sub->add_option("--device", args->device,
                   "traces: the device to compare (default: the first with events in each)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--fail-above", args->fail_above,
+                  "exit 1 when a peak of B grew by more than PCT percent over A's (traces: peak "
+                  "reserved and peak live; runs: the tree RSS peak and each stage's peaks; "
+                  "metrics: the memory keys naming a peak); the peaks that did are named on "
+                  "stderr")
+      ->type_name("PCT");
   sub->callback([&action, args] { action = [args] { return run_diff_command(*args); }; });
 }
 

@@ -116,6 +116,24 @@ struct TraceDiff {
                                     const DiffNames& names,
                                     std::optional<std::int64_t> device = std::nullopt);
 
+// --fail-above (fail_above.cpp): the peaks of a diff, A against B. A trace's are its peak
+// reserved and peak live bytes; a run's its tree RSS peak and every stage's sampled peaks; a
+// metrics file's every memory key naming a peak ("_mem_" and "peak": train_mem_gpu_peaked_delta).
+struct PeakChange {
+  std::string what;  // "peak reserved", "stage train: GPU peak (sampled)"
+  double a = 0.0;
+  double b = 0.0;
+  // The growth of B over A in percent; infinite when A is 0 and B is not.
+  [[nodiscard]] double percent() const noexcept;
+};
+[[nodiscard]] std::vector<PeakChange> peak_changes(const MetricsDiff& diff);
+[[nodiscard]] std::vector<PeakChange> peak_changes(const RunDiff& diff);
+[[nodiscard]] std::vector<PeakChange> peak_changes(const TraceDiff& diff);
+// The peaks that grew more than `percent` (a negative `percent` fails on any growth below it:
+// -5 requires a shrink of 5 %), largest growth first.
+[[nodiscard]] std::vector<PeakChange> peaks_above(const std::vector<PeakChange>& peaks,
+                                                  double percent);
+
 // Shared by the diff_*.cpp files: "+312.00 MiB", "-1.50 GiB", "0 B".
 [[nodiscard]] std::string signed_bytes(std::int64_t change);
 // "+14.0%", "-3.2%"; "new" when a is 0 and b is not; "" when both are 0.

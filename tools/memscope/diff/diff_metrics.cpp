@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "diff/diff.hpp"
+#include "memscope/metrics.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::cli {
@@ -23,7 +24,7 @@ Kind kind_of(std::string_view key, const std::optional<MetricValue>& a,
     return v && std::holds_alternative<std::string>(*v);
   };
   if (is_text(a) || is_text(b)) return Kind::text;
-  if (key.find("_mem_") != std::string_view::npos) return Kind::memory;
+  if (is_memory_key(key)) return Kind::memory;
   if (key.find("_runtime") != std::string_view::npos) return Kind::seconds;
   return Kind::number;
 }

@@ -1,9 +1,9 @@
 // memscope estimate SCRIPT.py:FUNCTION [--batch N] [--capacity SIZE] [--max-batch] [--json PATH]
 // [--html PATH] ...: a training step's GPU memory estimated without a GPU. The capture needs
 // PyTorch, so this subcommand is the Python module's front door: it execs
-// `python3 -m memscope.estimate` with every argument as given (docs/estimate.md), after
-// putting this build's Python package on PYTHONPATH when there is one next to the command and
-// naming the command in MEMSCOPE_EXE (the module renders --html through `memscope replay`).
+// `python3 -m memscope._estimate_command` with every argument as given (docs/estimate.md),
+// after putting this build's Python package on PYTHONPATH when there is one next to the command
+// and naming the command in MEMSCOPE_EXE.
 // Before that it checks what every command checks before its work: --capacity has a unit
 // (parse_size_with_unit) and every output can be written and is neither the script nor another
 // output (check_outputs), so a typo costs no capture.
@@ -106,7 +106,7 @@ int exec_python(const std::vector<std::string>& args) {
   }
   const char* env_python = std::getenv("MEMSCOPE_PYTHON");  // NOLINT(concurrency-mt-unsafe)
   const std::string python = env_python != nullptr && *env_python != '\0' ? env_python : "python3";
-  std::vector<std::string> argv_strings{python, "-m", "memscope.estimate"};
+  std::vector<std::string> argv_strings{python, "-m", "memscope._estimate_command"};
   argv_strings.insert(argv_strings.end(), args.begin(), args.end());
   std::vector<char*> argv;
   argv.reserve(argv_strings.size() + 1);
@@ -128,7 +128,8 @@ void add_estimate_command(CLI::App& app, Action& action) {
       "Estimate a training step's GPU memory on a machine without a GPU: SCRIPT.py:FUNCTION "
       "builds the model on \"cuda\" and returns the step; peak allocated and reserved, whether "
       "it fits --capacity, what is live at the peak, --max-batch. Runs `python3 -m "
-      "memscope.estimate` (needs PyTorch); `memscope estimate --help` lists its options.");
+      "memscope._estimate_command` (needs PyTorch); `memscope estimate --help` lists its "
+      "options.");
   // Every argument, --help included, belongs to the Python module.
   sub->set_help_flag();
   sub->prefix_command();

@@ -11,8 +11,10 @@
 
 #include "cli.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/growth.hpp"
 #include "memscope/json_envelope.hpp"
 #include "memscope/json_reader.hpp"
+#include "memscope/oom.hpp"
 #include "memscope/report_decimate.hpp"
 #include "memscope/report_json.hpp"
 #include "memscope/units.hpp"
@@ -128,6 +130,43 @@ void decimate_for_storing(report::Report& report) {
   }
 }
 
+// A trace that recorded an out-of-memory error (a snapshot dumped at the OOM, memscope's own
+// recording): its last OOM (the one a snapshot dumped at an OOM was dumped for) explained
+// (oom.hpp) under the replay's figures, keys prefixed
+// "OOM", its tables and notes after the replay's. The counterfactuals replay the window on the
+// device the job could reach, not on --capacity.
+void append_oom(const ReplayOutcome& outcome, report::Report& report) {
+  const std::vector<std::size_t> ooms = find_ooms(outcome.snapshot, outcome.device);
+  if (ooms.empty()) return;
+  OomOptions o;
+  o.source = outcome.trace.string();
+  o.top_sites = 10;
+  o.which = ooms.size() - 1;
+  const report::Report oom = explain_oom(outcome.snapshot, outcome.device, o).to_report();
+  report.summary.emplace_back("OOM", oom.title);
+  for (const auto& [key, value] : oom.summary) report.summary.emplace_back("OOM " + key, value);
+  for (const report::Table& t : oom.tables) report.tables.push_back(t);
+  for (const std::string& note : oom.notes) report.notes.push_back(note);
+}
+
+// Growth across iterations (growth.hpp), when the trace marks its iterations (tags naming a
+// step): one summary line, and the growing sites' table when memory grows. Boundaries detected
+// from the period of the allocations are not shown here: the layers of one pass repeat like
+// iterations, and their activations, kept for the backward pass, would read as growth (two
+// forward passes of the corpus did); Trace.growth() offers the detection with that caveat.
+void append_growth(const ReplayOutcome& outcome, report::Report& report) {
+  const GrowthResult g = analyze_growth(outcome.snapshot, outcome.device);
+  if (g.boundaries_from != "tags" || g.boundaries.size() < 2) return;
+  const report::Report r = g.to_report();
+  for (const auto& [key, value] : r.summary) {
+    if (key == "verdict") report.summary.emplace_back("growth across iterations", value);
+  }
+  report.summary.emplace_back("iterations", r.summary.front().second);
+  if (g.growing()) {
+    for (const report::Table& t : r.tables) report.tables.push_back(t);
+  }
+}
+
 }  // namespace
 
 std::string replay_verdict(const ReplayOutcome& outcome) {
@@ -174,6 +213,8 @@ report::Report replay_report(const ReplayOutcome& outcome) {
     verdict.pop_back();  // its '\n'
     report.summary.emplace_back("verdict", std::move(verdict));
   }
+  append_oom(outcome, report);
+  append_growth(outcome, report);
   decimate_for_storing(report);
   return report;
 }

@@ -1,4 +1,4 @@
-// memscope run [--interval MS] [--json FILE] [--html FILE] [--quiet] -- CMD ARGS...
+// memscope run [--interval MS] [--json FILE] [--html FILE] [--quiet] [--watch DIR] -- CMD ARGS...
 // Runs CMD, watches its process tree (run_session.hpp), prints the summary and writes the
 // recording. Exit code: the command's own, 128+N when a signal killed it, 126/127 when it could
 // not be executed, 125 when memscope itself failed (main() maps our exceptions to 125).
@@ -6,7 +6,9 @@
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,6 +35,7 @@ struct RunArguments {
   std::string html;
   bool quiet = false;
   bool no_gpu = false;
+  std::string watch;  // --watch DIR: MEMSCOPE_WATCH for the command's Python processes
   std::vector<std::string> command;
 };
 
@@ -77,6 +80,15 @@ int run(const RunArguments& args) {
   options.command = args.command;
   options.watch_gpu = !args.no_gpu;
   check_outputs({}, {{"--json", args.json}, {"--html", args.html}});
+  if (!args.watch.empty()) {
+    // The command's `import memscope` honours it (docs/oom.md): memscope.torch.watch(DIR) once
+    // torch is imported. Set in our own environment, which the command inherits; memscope run
+    // has one thread.
+    std::error_code error;
+    const std::filesystem::path dir = std::filesystem::absolute(args.watch, error);
+    ::setenv("MEMSCOPE_WATCH", (error ? args.watch : dir.string()).c_str(),  // NOLINT
+             1);
+  }
 
   const RunResult result = run_and_watch(options);
   if (!result.ran) {
@@ -122,6 +134,11 @@ void add_run_command(CLI::App& app, Action& action) {
       ->type_name("FILE");
   sub->add_flag("--quiet,-q", args->quiet, "print no summary at the end");
   sub->add_flag("--no-gpu", args->no_gpu, "do not query NVML for GPU memory");
+  sub->add_option("--watch", args->watch,
+                  "explain out-of-memory errors of the command's PyTorch processes in DIR: sets "
+                  "MEMSCOPE_WATCH=DIR, which `import memscope` honours (memscope.torch.watch: "
+                  "oom-rank{R}-pid{P}.pickle, its report, and the explanation on stderr)")
+      ->type_name("DIR");
   sub->add_option("command", args->command, "the command to run and its arguments, after '--'")
       ->type_name("CMD ARGS");
   // Everything from the command's name on belongs to the command, even without '--'.

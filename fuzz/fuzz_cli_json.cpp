@@ -64,8 +64,11 @@ void exercise(const std::string& path) {
       break;
     }
     case InputKind::metrics: {
-      const memscope::Metrics metrics = memscope::load_metrics(path);
-      (void)memscope::report::render_html(report_of_metrics(metrics, "fuzz"));
+      // As the command does: the metrics read_input() parsed (load_metrics() reads the same).
+      const memscope::Metrics& metrics = file.metrics;
+      (void)memscope::load_metrics(path);
+      (void)memscope::report::render_html(
+          report_of_metrics(metrics, "fuzz", memscope::report::HtmlOptions{}.max_table_rows));
       const MetricsDiff diff = diff_metrics(metrics, metrics, names);
       (void)memscope::report::render_text(diff.to_report());
       (void)memscope::report::json_text(diff.to_json(), 1);

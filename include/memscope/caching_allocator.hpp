@@ -56,6 +56,12 @@ class CachingAllocator {
 
   // A block of at least `bytes` bytes, 512-byte aligned, usable on `stream`. nullptr for 0.
   [[nodiscard]] void* allocate(std::size_t bytes, StreamId stream = kDefaultStream);
+  // allocate(), but out of memory returns nullptr instead of throwing: the same release and
+  // retry, statistics and recording, and the observers are told as before (with the error
+  // allocate() would throw, built only when there are observers). For callers that expect many
+  // refusals: a replay past the device's capacity, where an exception per refused allocation
+  // cost more than the rest of the replay (issue 44). Other errors throw as from allocate().
+  [[nodiscard]] void* try_allocate(std::size_t bytes, StreamId stream = kDefaultStream);
   // Returns the block to the cache. A pointer that is not live is counted in num_invalid_frees,
   // reported once on stderr, and otherwise ignored. nullptr is a no-op.
   void deallocate(void* ptr) noexcept;
@@ -153,6 +159,8 @@ class CachingAllocator {
   // After a failed allocation, under `held`: takes the figures, releases the lock, tells the
   // observers, throws. Out of line, so allocate()'s hot path holds no figures or observers.
   [[noreturn, gnu::cold, gnu::noinline]] void throw_oom(std::unique_lock<detail::FutexMutex> held);
+  // The same, up to the throw: the error, after the observers saw it (the lock released).
+  [[nodiscard]] OutOfMemoryError oom_error(std::unique_lock<detail::FutexMutex> held);
 
   std::shared_ptr<Backend> backend_;
   AllocatorConfig config_;

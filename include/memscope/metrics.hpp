@@ -25,6 +25,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -65,6 +66,13 @@ void log_metrics(std::string_view split, const Metrics& metrics, std::FILE* out 
 
 void save_metrics(std::string_view split, const Metrics& metrics,
                   const std::filesystem::path& output_dir, bool combined = true);
+// Reads the file once (read_whole_file(): a pipe or FIFO reads too), then parse_metrics().
 [[nodiscard]] Metrics load_metrics(const std::filesystem::path& file);
+// Saved metrics from their JSON text: one object whose values are numbers, strings or booleans
+// (true and false as 1 and 0; a repeated key keeps its last value), Python's NaN, Infinity and
+// -Infinity accepted. std::nullopt for JSON of any other shape and for text that is not JSON,
+// so a caller can tell kinds of files apart. Built without a JSON tree: millions of keys cost
+// the metrics only.
+[[nodiscard]] std::optional<Metrics> parse_metrics(std::string_view text);
 
 }  // namespace memscope

@@ -4,7 +4,9 @@
 //
 // Long series are decimated here, before they reach the page: each series keeps at most
 // HtmlOptions::max_points points, the minimum and maximum of every bucket of time (so no peak
-// or trough is lost) and always the peak point itself; the page says when it did.
+// or trough is lost) and always the peak point itself; the page says when it did. Tables are
+// bounded the same way: HtmlOptions::max_table_rows rows in all, each table's first ones, the
+// page saying what it left out.
 //
 // For tests and tools the page records what it drew in <pre id="memscope-report-state"> (JSON,
 // written after Chart.js rendered and the segment map was drawn):
@@ -31,6 +33,11 @@ namespace memscope::report {
 
 struct HtmlOptions {
   std::size_t max_points = 4000;  // per series, after decimation
+  // Rows of all tables together. Past it a table shows its first rows and says how many it
+  // has, and tables with no room left are counted in one line: a metrics file of millions of
+  // keys made a page of hundreds of megabytes that no browser opens (issue 44). The text
+  // output and --json keep every row.
+  std::size_t max_table_rows = 5000;
 };
 
 [[nodiscard]] std::string render_html(const Report& report, const HtmlOptions& options = {});

@@ -35,12 +35,25 @@ except ImportError as _e:  # pragma: no cover - exercised only where torch is ab
     raise ImportError("memscope.torch needs PyTorch (pip install torch)") from _e
 
 from . import _api, _memscope
-from ._growth import GrowthTracker, MemoryGrowthError, MemoryGrowthWarning
 from ._memscope import Allocator, BackendUnavailableError, CascadeSource, Trace, UsageError
 from ._oom_watch import OomFiles, OomWatch
 
 if TYPE_CHECKING:
     from typing_extensions import Self
+
+    from ._growth import GrowthTracker, MemoryGrowthError, MemoryGrowthWarning
+
+_GROWTH_NAMES = ("GrowthTracker", "MemoryGrowthError", "MemoryGrowthWarning")
+
+
+def __getattr__(name: str) -> Any:
+    """The growth tracker's classes, imported on first use: memscope._growth needs the whole
+    of PyTorch (its dispatch modes), which use_as_allocator() and torch_source() do not."""
+    if name in _GROWTH_NAMES:
+        from . import _growth
+
+        return getattr(_growth, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["use_as_allocator", "is_allocator", "library_path", "torch_source", "TorchCudaSource",
            "watch", "Watch", "OomFiles", "step", "track_growth", "GrowthTracker",
@@ -305,6 +318,8 @@ def track_growth(min_iterations: int = 3, fail_on_growth: bool = False,
     (MemoryGrowthWarning) when growth is established; fail_on_growth=True raises
     MemoryGrowthError instead. ``optimizer``: its step() marks the boundaries (a hook), so the
     loop need not call memscope.torch.step()."""
+    from ._growth import GrowthTracker
+
     global _tracker
     if _tracker is not None:
         raise UsageError("memscope.torch.track_growth() is already active")

@@ -128,6 +128,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     }
   }
   if (block == nullptr) {
+    store_.drop_refused_pools(stream);  // a stream that never got a segment leaves nothing
     statistics_.count_oom();
     oom_ = {};
     OutOfMemoryError::Figures& oom = oom_;
@@ -220,7 +221,12 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
 }
 
 void AllocatorCore::flush_recent() noexcept {
+  // Only frees fill front caches: with none since the last walk, every one is empty.
+  const std::uint64_t frees = statistics_.frees();
+  if (frees == frees_at_flush_) return;
+  ++stream_walks_;
   store_.for_each_pools([this](StreamId, StreamPools& pools) { flush_recent_of(pools.recent); });
+  frees_at_flush_ = frees;
 }
 
 void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
@@ -333,7 +339,14 @@ std::size_t AllocatorCore::empty_cache() {
 }
 
 std::size_t AllocatorCore::release_all_cached() {
-  synchronize_events();
+  synchronize_events();  // what waited was freed after the last walk: the test below sees it
+  // Fixed segments: a whole cached segment appears only through a free (the last walk released
+  // every one), so with none since, this walk would find nothing. Expandable segments also
+  // leave ranges and pages behind when a growth fails: they walk every time.
+  if (!config_.expandable_segments && released_once_ && statistics_.frees() == frees_at_release_) {
+    return 0;
+  }
+  ++stream_walks_;
   flush_recent();
   const std::size_t released = source_->release_cached();
   // Streams left without segments go too, or every later release walks them again: at the
@@ -341,6 +354,8 @@ std::size_t AllocatorCore::release_all_cached() {
   // streams took 49 s). last_pools() stays: allocate() holds it, also while a
   // free-memory callback calls empty_cache().
   store_.drop_unused_pools();
+  frees_at_release_ = statistics_.frees();
+  released_once_ = true;
   return released;
 }
 

@@ -79,6 +79,11 @@ class AllocatorCore {
   // naming the broken invariant and the block or segment. O(n log n) in the blocks: for tests
   // and debug builds, never on the hot path of a release build.
   void validate() const;
+  // The "hot-path-gate" invariant: the gate reuse() and file_if_hot() test (off_hot_path())
+  // equals what the hooks, waiting blocks and settings make it (off_hot_path_now()).
+  static void check_hot_path_gate(unsigned gate, unsigned derived);
+  [[nodiscard]] unsigned off_hot_path() const noexcept { return off_hot_path_; }
+  [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path() must be
 
   [[nodiscard]] const PeakScope::Windows& peak_windows() const noexcept {
     return statistics_.windows();
@@ -106,6 +111,9 @@ class AllocatorCore {
   [[nodiscard]] const detail::ExpandableSegments& expandable_segments() const noexcept {
     return expandable_;
   }
+  // Walks over every stream's pools so far (flush_recent(), release_all_cached()): what tests
+  // count to see a refusal skip them.
+  [[nodiscard]] std::uint64_t stream_walks() const noexcept { return stream_walks_; }
   [[nodiscard]] std::size_t memory_limit() const noexcept { return memory_limit_; }
   void set_memory_limit(std::size_t bytes) noexcept { memory_limit_ = bytes; }
 
@@ -187,7 +195,6 @@ class AllocatorCore {
   // jobs, then paid 600-800 instructions per hit pair instead of 149. Set by grow()
   // before its release-and-retry, cleared by empty_cache() below half the limit.
   void enter_tight() noexcept;
-  [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path_ must be
   void update_off_hot_path() noexcept { off_hot_path_ = off_hot_path_now(); }
   void update_hooks() noexcept;
   // Cold and never inlined: inlined, the compiler hoists their loads above the hooks_ test
@@ -202,8 +209,6 @@ class AllocatorCore {
   // setting, and for backends whose memory the CPU cannot address.
   void poison(std::uintptr_t address, std::size_t size, bool on = true) const noexcept;
 
-  friend class AllocatorCoreTestAccess;  // tests/allocator/validate_test.cpp breaks invariants
-
   Backend& backend_;
   AllocatorConfig config_;
   std::size_t split_limit_;  // blocks this big are never split: max_split_size (see ctor)
@@ -214,8 +219,17 @@ class AllocatorCore {
   std::size_t memory_limit_;
   bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
   detail::AllocatorStatistics statistics_;  // the figures stats() reports, and peak windows
-  detail::FrontCache front_cache_;          // the per-stream recent blocks' rules
-  OutOfMemoryError::Figures oom_;           // see oom_figures()
+  // Walks over every stream skipped while nothing they look for can have appeared (issue 44):
+  // front caches fill only through frees, and a release (fixed segments) finds a whole cached
+  // segment only after a free. At the limit every refused allocation made both walks, over
+  // streams that had freed nothing: an RMM log of 60,000 streams took 35 s to replay, 300,000
+  // over 120 s (bench/oom_replay.cpp).
+  std::uint64_t frees_at_flush_ = 0;    // statistics_.frees() when flush_recent() last walked
+  std::uint64_t frees_at_release_ = 0;  // ... when release_all_cached() last walked
+  bool released_once_ = false;          // frees_at_release_ holds
+  std::uint64_t stream_walks_ = 0;      // walks over every stream (stream_walks())
+  detail::FrontCache front_cache_;      // the per-stream recent blocks' rules
+  OutOfMemoryError::Figures oom_;       // see oom_figures()
   unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
   // Why calls leave the hot path, in one word that reuse() and file_if_hot() test with one
   // instruction: hooks_' bits and the OffHotPath ones (update_off_hot_path() keeps it).

@@ -142,7 +142,7 @@ void AllocatorStatistics::open_window(PeakScope::Windows::Window& window) noexce
   windows_.open(window, peak_counters());
 }
 
-void AllocatorStatistics::check(const MemoryStats& expected) const {
+void AllocatorStatistics::check_figures(const MemoryStats& live, const MemoryStats& expected) {
   // `pool` is "" for statistics kept once.
   const auto check_one = [](std::string_view name, std::string_view pool, const Stat& live,
                             std::int64_t want) {
@@ -156,7 +156,6 @@ void AllocatorStatistics::check(const MemoryStats& expected) const {
                                                  name, dot, pool, live.current, live.peak));
     }
   };
-  const MemoryStats live = report();  // active ones derived from allocation's and waiting_
   for (const StatFamily& family : kStatFamilies) {
     for (std::size_t pool = 0; pool < kStatPools; ++pool) {
       check_one(family.name, kStatPoolNames[pool], (live.*family.member)[pool],

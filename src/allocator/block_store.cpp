@@ -85,6 +85,13 @@ void BlockStore::drop_pools_if_unused(StreamId stream) noexcept {
   pools_.erase(it);  // the buckets stay (drop_unused_pools() shrinks them)
 }
 
+void BlockStore::drop_refused_pools(StreamId stream) noexcept {
+  const auto it = pools_.find(stream);
+  if (it == pools_.end() || it->second->segments != 0) return;
+  if (it->second.get() == last_pools_) last_pools_ = &no_pools_;
+  pools_.erase(it);
+}
+
 Segment* BlockStore::add_segment(StreamPools& pools, bool small, void* base,
                                  std::size_t size) noexcept {
   Segment* segment = segment_recycler_.acquire();  // cannot fail: prepared

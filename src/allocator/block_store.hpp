@@ -22,6 +22,7 @@
 #include "allocator/recycler.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/snapshot.hpp"
+#include "memscope/stats.hpp"
 
 namespace memscope::detail {
 
@@ -47,6 +48,12 @@ struct LayoutSummary {
   std::int64_t oversize_allocations = 0;
   std::int64_t oversize_segments = 0;
   Snapshot layout;  // layout(), in address order
+
+  // The statistics the blocks say (the "statistics" invariant's reference): the layout's
+  // totals, the same rebuild users compare with, with the oversize counts; recent blocks show
+  // as inactive blocks but count in inactive_split only once merged. `split_every_remainder`:
+  // expandable segments are on (Block::counts_as_split).
+  [[nodiscard]] MemoryStats expected_statistics(bool split_every_remainder) const;
 };
 
 // The checks of the components that own part of what a segment or block says (the front
@@ -110,6 +117,9 @@ class BlockStore {
   void drop_unused_pools() noexcept;
   // The same for one stream's pools, found by its id: no walk over the others.
   void drop_pools_if_unused(StreamId stream) noexcept;
+  // After an allocation on `stream` was refused nothing holds its pools: they go when it has no
+  // segment, last_pools() too (release_all_cached() no longer walks every stream to drop them).
+  void drop_refused_pools(StreamId stream) noexcept;
   // Expandable segments: the bins that hold a whole free page (PageDonors), of the small pools
   // and of the large ones: each pool has one page size, and a growth walks only the lists of
   // its own page size (expandable_segments_page_size may make the large pool's differ).

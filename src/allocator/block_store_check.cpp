@@ -159,6 +159,20 @@ LayoutSummary BlockStore::check(LayoutChecks& checks, std::size_t max_split_size
   return out;
 }
 
+MemoryStats LayoutSummary::expected_statistics(bool split_every_remainder) const {
+  MemoryStats expected = layout.totals();
+  for (const Block* b : recent) {
+    if (!b->counts_as_split(split_every_remainder)) continue;
+    for (const std::size_t i : {kAllPools, pool_index(b->small_pool())}) {
+      expected.inactive_split[i].current -= 1;
+      expected.inactive_split_bytes[i].current -= signed_size(b->size);
+    }
+  }
+  expected.oversize_allocations.current = oversize_allocations;
+  expected.oversize_segments.current = oversize_segments;
+  return expected;
+}
+
 void BlockStore::check_bins_hold_cached(LayoutSummary& summary) const {
   if (no_pools_.recent.count != 0 || no_pools_.segments != 0) {
     broken_invariant("stream-pools", "the stand-in for no cached pools holds blocks");

@@ -168,15 +168,43 @@ void* CachingAllocator::allocate_locked(std::size_t bytes, StreamId stream) {
 }
 
 void CachingAllocator::throw_oom(std::unique_lock<detail::FutexMutex> held) {
+  throw oom_error(std::move(held));
+}
+
+OutOfMemoryError CachingAllocator::oom_error(std::unique_lock<detail::FutexMutex> held) {
   validate_if_debug();  // the failed attempt released every cached segment
   const OutOfMemoryError::Figures figures = core_->oom_figures();
   std::vector<OomObserver> observers = oom_observers_;
   held.unlock();
   // Observers run without the lock, so they may inspect or free memory of this allocator.
-  const OutOfMemoryError error(detail::format_oom_message(figures, backend_->name(), config_),
-                               figures);
+  OutOfMemoryError error(detail::format_oom_message(figures, backend_->name(), config_), figures);
   for (const auto& observe : observers) observe(error);
-  throw error;
+  return error;
+}
+
+void* CachingAllocator::try_allocate(std::size_t bytes, StreamId stream) {
+  if (bytes == 0) return nullptr;
+  // A hit as in allocate() (a replay's most common op), the miss under the lock held.
+  if (!mutex_.try_lock()) [[unlikely]]
+    mutex_.lock();
+  if constexpr (!kValidateEachChange) {
+    if (void* p = core_->reuse(bytes, stream)) [[likely]] {
+      if (mutex_.unlock_leaves_waiters()) [[unlikely]]
+        return wake_one_and_return(p);
+      return p;
+    }
+  }
+  std::unique_lock lock(mutex_, std::adopt_lock);
+  if (void* p = core_->allocate_slow(bytes, stream)) {
+    validate_if_debug();
+    return p;
+  }
+  if (oom_observers_.empty()) {
+    validate_if_debug();
+    return nullptr;
+  }
+  (void)oom_error(std::move(lock));
+  return nullptr;
 }
 
 bool CachingAllocator::try_deallocate(void* ptr) noexcept {

@@ -27,7 +27,7 @@
 //   pointer-map  (BlockStore::check) the pointer map holds exactly the allocated and recent blocks,
 //   each under its
 //                address
-//   recent       (FrontCache::check, check_bypassed) each stream's RecentFrees lists exactly its
+//   recent       (FrontCache::check) each stream's RecentFrees lists exactly its
 //   recent blocks, once each, and the
 //                allocator's count of them is their number; none at capacity (FrontCache::bypassed)
 //   pending      (StreamEvents::check) every pending stream event refers to a pending block of a
@@ -35,7 +35,6 @@
 //   blocks say (Snapshot::totals of the
 //                layout, the oversize counts), is not negative and is not above its peak
 #include <algorithm>
-#include <string>
 #include <unordered_set>
 #include <vector>
 
@@ -85,45 +84,25 @@ class ComponentChecks final : public detail::LayoutChecks {
 void AllocatorCore::validate() const {
   ComponentChecks checks;
   detail::LayoutSummary summary = store_.check(checks, config_.max_split_size);
-  std::vector<const Block*> listed_recent;
-  store_.for_each_pools([&](StreamId stream, const StreamPools& pools) {
-    front_cache_.check(pools.recent, stream, listed_recent);
-  });
-  std::vector<const Block*>& recent = summary.recent;
-  std::sort(recent.begin(), recent.end());
-  std::sort(listed_recent.begin(), listed_recent.end());
-  if (recent != listed_recent) {
-    detail::broken_invariant(
-        "recent", fmt::format("{} recent blocks, {} listed", recent.size(), listed_recent.size()));
-  }
+  front_cache_.check(store_, summary.recent);
   store_.check_bins_hold_cached(summary);
   if (events_.any_pending()) {
     std::sort(summary.all.begin(), summary.all.end());
     events_.check(summary.all);
   }
+  // The snapshot's rebuild is the reference (the same one users compare with).
+  statistics_.check(summary.expected_statistics(split_every_remainder_));
 
-  // Statistics: the snapshot's rebuild is the reference (the same one users compare with).
-  MemoryStats expected = summary.layout.totals();
-  // Recent blocks show as inactive blocks, but count in inactive_split only once merged.
-  for (const Block* b : recent) {
-    if (!b->counts_as_split(split_every_remainder_)) continue;
-    const StatPool pool = b->small_pool() ? StatPool::small : StatPool::large;
-    for (const auto i : {static_cast<std::size_t>(StatPool::all), static_cast<std::size_t>(pool)}) {
-      expected.inactive_split[i].current -= 1;
-      expected.inactive_split_bytes[i].current -= static_cast<std::int64_t>(b->size);
-    }
-  }
-  expected.oversize_allocations.current = summary.oversize_allocations;
-  expected.oversize_segments.current = summary.oversize_segments;
-  statistics_.check(expected);
-
-  front_cache_.check_bypassed(recent.size());
   // Last: a broken statistic (waiting_) shows here too, and is named above as what it is.
-  if (off_hot_path_ != off_hot_path_now()) {
+  check_hot_path_gate(off_hot_path_, off_hot_path_now());
+}
+
+void AllocatorCore::check_hot_path_gate(unsigned gate, unsigned derived) {
+  if (gate != derived) {
     detail::broken_invariant(
         "hot-path-gate",
         fmt::format("off_hot_path_ is {:#x}; hooks, waiting blocks and settings make it {:#x}",
-                    off_hot_path_, off_hot_path_now()));
+                    gate, derived));
   }
 }
 

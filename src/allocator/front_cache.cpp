@@ -1,5 +1,8 @@
 #include "allocator/front_cache.hpp"
 
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "allocator/block_store.hpp"
@@ -48,6 +51,23 @@ void FrontCache::mark_neighbours(const Block* block, const FreeBins& bins) noexc
   }
 }
 
+void FrontCache::check(const BlockStore& store, std::vector<const Block*>& recent) const {
+  std::vector<const Block*> listed;
+  store.for_each_pools(
+      [&](StreamId stream, const StreamPools& pools) { check(pools.recent, stream, listed); });
+  std::sort(recent.begin(), recent.end());
+  std::sort(listed.begin(), listed.end());
+  if (recent != listed) {
+    broken_invariant("recent",
+                     fmt::format("{} recent blocks, {} listed", recent.size(), listed.size()));
+  }
+  if (bypassed_ && !recent.empty()) {
+    broken_invariant("recent", fmt::format("{} recent blocks, but at capacity (tight_) every free "
+                                           "goes to the bins",
+                                           recent.size()));
+  }
+}
+
 void FrontCache::check(const RecentFrees& recent, StreamId stream,
                        std::vector<const Block*>& listed) const {
   if (recent.count > recent.blocks.size()) {
@@ -61,14 +81,6 @@ void FrontCache::check(const RecentFrees& recent, StreamId stream,
                        describe(b) + fmt::format(": listed as recent by stream {}", stream));
     }
     listed.push_back(b);
-  }
-}
-
-void FrontCache::check_bypassed(std::size_t recent) const {
-  if (bypassed_ && recent != 0) {
-    broken_invariant("recent", fmt::format("{} recent blocks, but at capacity (tight_) every free "
-                                           "goes to the bins",
-                                           recent));
   }
 }
 

@@ -19,6 +19,7 @@
 namespace memscope::detail {
 
 struct StreamPools;
+class BlockStore;
 
 class FrontCache {
  public:
@@ -102,12 +103,14 @@ class FrontCache {
     bins.insert(block);
   }
 
-  // The "recent" invariant of one stream's list: it lists at most its capacity, each block of a
-  // segment filing into it; appends them to `listed`.
-  // Throws InternalError.
+  // The "recent" invariant: every stream's list in `store` lists at most its capacity, each
+  // block of a segment filing into it, and the lists together hold exactly `recent` (the blocks
+  // marked recent, BlockStore::check's LayoutSummary::recent; sorted here); none while
+  // bypassed. Throws InternalError.
+  void check(const BlockStore& store, std::vector<const Block*>& recent) const;
+  // Its part for one stream's list: at most its capacity, each block of a segment filing into
+  // it; appends them to `listed`.
   void check(const RecentFrees& recent, StreamId stream, std::vector<const Block*>& listed) const;
-  // Part of "recent": none while bypassed (`recent`: how many blocks are recent).
-  void check_bypassed(std::size_t recent) const;
   // "front-cache": segment `s` has the room the hot free files by: its pool's bins keep the
   // growing expandable segment's (checked by check_rooms()), every other expandable segment's
   // is closed, every fixed one's the default (`pools`: its stream's, or null).

@@ -4,6 +4,7 @@
 // html/report.js, which draws them with the embedded Chart.js.
 #include "memscope/report_html.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <exception>
@@ -182,7 +183,8 @@ std::string segments_html(const Report& report) {
       detail::group_digits(map.segments.size()), detail::group_digits(blocks));
 }
 
-std::string table_html(const Table& table) {
+// The first `shown` rows of `table`; a note says how many it has when that is fewer.
+std::string table_html(const Table& table, std::size_t shown, std::size_t page_rows) {
   std::string out = "<section class=\"card\">\n";
   if (!table.title.empty()) out += fmt::format("<h2>{}</h2>\n", escape_html(table.title));
   const auto numeric = [&](std::size_t i) { return i < table.numeric.size() && table.numeric[i]; };
@@ -192,7 +194,9 @@ std::string table_html(const Table& table) {
                        escape_html(table.columns[i]));
   }
   out += "</tr></thead>\n<tbody>\n";
-  for (const auto& row : table.rows) {
+  shown = std::min(shown, table.rows.size());
+  for (std::size_t r = 0; r < shown; ++r) {
+    const std::vector<std::string>& row = table.rows[r];
     out += "<tr>";
     for (std::size_t i = 0; i < row.size(); ++i) {
       out += fmt::format("<td{}>{}</td>", numeric(i) ? " class=\"num\"" : "", escape_html(row[i]));
@@ -204,7 +208,41 @@ std::string table_html(const Table& table) {
   if (!table.note.empty()) {
     out += fmt::format("<p class=\"table-note\">{}</p>\n", escape_html(table.note));
   }
+  if (shown < table.rows.size()) {
+    out += fmt::format(
+        "<p class=\"table-note cut\">The first {} of {} rows: a page keeps {} table rows in all "
+        "(the text output has every row).</p>\n",
+        detail::group_digits(shown), detail::group_digits(table.rows.size()),
+        detail::group_digits(page_rows));
+  }
   return out + "</section>\n";
+}
+
+// Every table, HtmlOptions::max_table_rows rows in all; the tables with no room left in one line.
+std::string tables_html(const std::vector<Table>& tables, std::size_t max_rows) {
+  std::string out;
+  std::size_t room = max_rows;
+  std::size_t left_tables = 0;
+  std::size_t left_rows = 0;
+  for (const Table& t : tables) {
+    if (room == 0 && !t.rows.empty()) {
+      ++left_tables;
+      left_rows += t.rows.size();
+      continue;
+    }
+    const std::size_t shown = std::min(room, t.rows.size());
+    out += table_html(t, shown, max_rows);
+    room -= shown;
+  }
+  if (left_tables > 0) {
+    out += fmt::format(
+        "<section class=\"card\"><p class=\"table-note cut\">{} more tables with {} rows are not "
+        "on this page: it keeps {} table rows in all (the text output has every row).</p>"
+        "</section>\n",
+        detail::group_digits(left_tables), detail::group_digits(left_rows),
+        detail::group_digits(max_rows));
+  }
+  return out;
 }
 
 // Replaces each <!--memscope:NAME--> of the template in one pass, so text put in never has
@@ -252,8 +290,7 @@ std::string render_html(const Report& report, const HtmlOptions& options) {
   data["segment_map"] = nullptr;
   if (report.segment_map) data["segment_map"] = segment_map_to_json(*report.segment_map);
 
-  std::string tables;
-  for (const Table& t : report.tables) tables += table_html(t);
+  const std::string tables = tables_html(report.tables, options.max_table_rows);
   const std::string title = escape_html(report.title.empty() ? "memscope report" : report.title);
   return fill(assets::page_html(), {{"title", title},
                                     {"subtitle", escape_html(report.subtitle)},

@@ -73,10 +73,10 @@ LoopState run_loop(const ReplayPlan& plan, CachingAllocator& allocator, Watch& w
         live -= static_cast<std::int64_t>(op.size);
       }
     } else {
-      void* p = nullptr;
-      try {
-        p = allocator.allocate(op.size, op.stream);
-      } catch (const OutOfMemoryError&) {
+      // nullptr when refused: past the device's capacity most ops may be, and an exception
+      // each cost more than the rest of the replay (issue 44).
+      void* const p = allocator.try_allocate(op.size, op.stream);
+      if (p == nullptr && op.size != 0) {  // 0 bytes: nullptr, as allocate() gives them
         // The allocator stays usable; the replay goes on without this block.
         if (result.num_ooms++ == 0) {
           result.first_oom.op = i;

@@ -2,16 +2,16 @@
 // ({split}_results.json plus the merged all_results.json), written atomically.
 #include <array>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <sstream>
+#include <optional>
 #include <string_view>
 #include <utility>
 
 #include "common/atomic_file.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/metrics.hpp"
+#include "memscope/trace.hpp"  // read_whole_file()
 
 namespace memscope {
 namespace {
@@ -86,7 +86,7 @@ std::string dump(json j) {
 
 // Python's NaN, Infinity and -Infinity tokens (outside strings) become marker strings that
 // nlohmann can parse; restore_non_finite turns them back into numbers.
-std::string tokens_to_markers(const std::string& text) {
+std::string tokens_to_markers(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   bool in_string = false;
@@ -116,18 +116,87 @@ std::string tokens_to_markers(const std::string& text) {
   return out;
 }
 
+// The file's bytes, read once (a pipe or FIFO reads too); Error naming it when it cannot be read.
+std::string read_metrics_file(const fs::path& file) {
+  try {
+    return read_whole_file(file);
+  } catch (const TraceFormatError& e) {
+    throw Error("memscope: cannot read metrics file " + file.string() + " (" + e.what() + ")");
+  }
+}
+
 json read_json_object(const fs::path& file) {
-  std::ifstream in(file);
-  if (!in) throw Error("memscope: cannot read metrics file " + file.string());
-  std::stringstream text;
-  text << in.rdbuf();
-  json j = json::parse(tokens_to_markers(text.str()), nullptr, /*allow_exceptions=*/false);
+  json j = json::parse(tokens_to_markers(read_metrics_file(file)), nullptr,
+                       /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     throw Error("memscope: " + file.string() +
                 " is not a JSON object of metrics; it was left untouched");
   }
   restore_non_finite(j);
   return j;
+}
+
+// Builds Metrics straight from the parser's events, with no JSON tree: a file of millions of
+// keys then costs its metrics and its text only (a tree of 4,000,000 keys took gigabytes).
+// Stops (false) at anything but one flat object of numbers, strings and booleans.
+class MetricsSax final : public nlohmann::json_sax<json> {
+ public:
+  explicit MetricsSax(Metrics& out) : out_(out) {}
+  bool null() override { return false; }
+  bool boolean(bool value) override { return put(std::int64_t{value ? 1 : 0}); }
+  bool number_integer(number_integer_t value) override { return put(std::int64_t{value}); }
+  bool number_unsigned(number_unsigned_t value) override {
+    // Beyond int64: a double, as a JSON tree's get<double>() would read it.
+    if (value > static_cast<number_unsigned_t>(std::numeric_limits<std::int64_t>::max())) {
+      return put(static_cast<double>(value));
+    }
+    return put(static_cast<std::int64_t>(value));
+  }
+  bool number_float(number_float_t value, const string_t& /*raw*/) override { return put(value); }
+  bool string(string_t& value) override {
+    if (std::string_view(value).starts_with(kMarker)) {  // NaN, Infinity, -Infinity
+      for (const auto& [token, number] : kNonFinite) {
+        if (std::string_view(value).substr(kMarker.size()) == token) return put(number);
+      }
+    }
+    return put(std::move(value));
+  }
+  bool binary(binary_t& /*value*/) override { return false; }
+  bool start_object(std::size_t /*elements*/) override { return depth_++ == 0; }
+  bool key(string_t& key) override {
+    if (std::string_view(key).starts_with(kMarker)) return false;  // a bare NaN as a key
+    key_ = std::move(key);
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    return true;
+  }
+  bool start_array(std::size_t /*elements*/) override { return false; }
+  bool end_array() override { return false; }
+  bool parse_error(std::size_t /*position*/, const std::string& /*last_token*/,
+                   const nlohmann::detail::exception& /*ex*/) override {
+    return false;
+  }
+
+ private:
+  bool put(MetricValue value) {
+    if (depth_ != 1) return false;  // a bare number or string is no metrics file
+    out_.insert_or_assign(std::move(key_), std::move(value));  // the last of a repeated key
+    return true;
+  }
+  Metrics& out_;
+  std::string key_;
+  int depth_ = 0;
+};
+
+std::optional<Metrics> parse_flat(std::string_view text) {
+  Metrics out;
+  MetricsSax sax(out);
+  if (!json::sax_parse(text, &sax, json::input_format_t::json, /*strict=*/true)) {
+    return std::nullopt;
+  }
+  return out;
 }
 
 void check_split(std::string_view split) {
@@ -160,24 +229,22 @@ void save_metrics(std::string_view split, const Metrics& metrics, const fs::path
   detail::write_file_atomically(all, dump(merged));
 }
 
+std::optional<Metrics> parse_metrics(std::string_view text) {
+  if (std::optional<Metrics> plain = parse_flat(text)) return plain;
+  // Python's NaN and Infinity tokens are no JSON: only then is the text copied to rewrite them.
+  const std::string rewritten = tokens_to_markers(text);
+  if (rewritten.size() == text.size()) return std::nullopt;  // there were none
+  return parse_flat(rewritten);
+}
+
 Metrics load_metrics(const fs::path& file) {
-  Metrics out;
-  const json j = read_json_object(file);  // named: items() must not outlive it
-  for (const auto& [key, value] : j.items()) {
-    if (value.is_number_integer()) {
-      out.emplace(key, value.get<std::int64_t>());
-    } else if (value.is_number()) {
-      out.emplace(key, value.get<double>());
-    } else if (value.is_string()) {
-      out.emplace(key, value.get<std::string>());
-    } else if (value.is_boolean()) {
-      out.emplace(key, static_cast<std::int64_t>(value.get<bool>() ? 1 : 0));
-    } else {
-      throw Error("memscope: " + file.string() + ": metric '" + key +
-                  "' is not a number or a string");
-    }
+  std::optional<Metrics> metrics = parse_metrics(read_metrics_file(file));
+  if (!metrics) {
+    throw Error("memscope: " + file.string() +
+                " is not saved metrics: one JSON object whose values are numbers, strings or "
+                "booleans, as save_metrics writes");
   }
-  return out;
+  return std::move(*metrics);
 }
 
 }  // namespace memscope

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "allocator/reports.hpp"
 #include "allocator_invariants.hpp"
@@ -157,6 +158,39 @@ TEST(OutOfMemory, ObserversRunWithoutTheLockAndBeforeTheThrow) {
   });
   EXPECT_THROW((void)allocator.allocate(64 * MiB), OutOfMemoryError);
   EXPECT_EQ(ooms_seen, 1);
+}
+
+// try_allocate(): what allocate() does, but nullptr instead of the throw; the observers still
+// see the error allocate() would have thrown. Costs milliseconds.
+TEST(OutOfMemory, TryAllocateReturnsNullWhereAllocateThrows) {
+  auto device = std::make_shared<SimulatedBackend>(32 * MiB);
+  CachingAllocator allocator(device, AllocatorConfig{});
+  EXPECT_EQ(allocator.try_allocate(0), nullptr);
+  EXPECT_EQ(allocator.stats().num_ooms, 0);  // 0 bytes is no refusal
+  EXPECT_EQ(allocator.try_allocate(64 * MiB), nullptr);
+  EXPECT_EQ(allocator.stats().num_ooms, 1);
+  std::string seen;
+  std::vector<std::int64_t> ooms_seen;
+  allocator.add_oom_observer([&](const OutOfMemoryError& e) {
+    if (seen.empty()) seen = e.what();
+    ooms_seen.push_back(allocator.stats().num_ooms);  // the lock is released, as before a throw
+  });
+  EXPECT_EQ(allocator.try_allocate(64 * MiB, 3), nullptr);
+  std::string thrown;
+  try {
+    (void)allocator.allocate(64 * MiB, 3);
+  } catch (const OutOfMemoryError& e) {
+    thrown = e.what();
+  }
+  EXPECT_FALSE(seen.empty());
+  EXPECT_EQ(seen, thrown);
+  EXPECT_EQ(ooms_seen, (std::vector<std::int64_t>{2, 3}));
+  void* a = allocator.try_allocate(1 * MiB, 3);  // still usable, and a hit after a free
+  ASSERT_NE(a, nullptr);
+  allocator.deallocate(a);
+  EXPECT_EQ(allocator.try_allocate(1 * MiB, 3), a);
+  allocator.deallocate(a);
+  EXPECT_TRUE(testing::allocator_consistent(allocator));
 }
 
 TEST(OutOfMemory, FreeMemoryCallbackGetsAChanceBeforeReserving) {

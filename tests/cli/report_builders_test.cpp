@@ -132,7 +132,7 @@ TEST(ReportOfMetrics, OneTablePerStageAndNoChart) {
                            {"train_runtime", 1.5},
                            {"eval_mem_gpu_alloc_delta", std::int64_t{0}},
                            {"before_init_mem_cpu", std::int64_t{kMiB}}};
-  const report::Report report = report_of_metrics(metrics, "train_results.json");
+  const report::Report report = report_of_metrics(metrics, "train_results.json", 100);
   EXPECT_TRUE(report.series.empty());
   ASSERT_EQ(report.tables.size(), 3U);  // eval, init, train
   EXPECT_EQ(report.tables[0].title, "eval");
@@ -141,6 +141,52 @@ TEST(ReportOfMetrics, OneTablePerStageAndNoChart) {
   EXPECT_EQ(report.tables[2].rows.size(), 2U);
   const std::string page = report::render_html(report);
   EXPECT_EQ(page.find("<canvas id=\"memscope-chart\""), std::string::npos);
+}
+
+// Issue 44.12: a 196 MB metrics file made a 363 MB page. Tables keep at most
+// HtmlOptions::max_table_rows rows in all, each its first ones, saying what they left out.
+// Costs about 0.1 s.
+TEST(RenderHtml, TablesKeepAtMostMaxTableRowsInAll) {
+  report::Report report;
+  const auto table = [](const std::string& title, std::size_t rows) {
+    report::Table t{title, {"key", "value"}, {false, true}, {}, {}};
+    for (std::size_t i = 0; i < rows; ++i) t.rows.push_back({title + std::to_string(i), "1"});
+    return t;
+  };
+  report.tables = {table("a", 3), table("b", 20'000), table("c", 10), table("d", 0)};
+  report::HtmlOptions options;
+  options.max_table_rows = 100;
+  const std::string page = report::render_html(report, options);
+  std::size_t rows = 0;
+  for (std::size_t at = page.find("<tr><td"); at != std::string::npos;
+       at = page.find("<tr><td", at + 1)) {
+    ++rows;
+  }
+  EXPECT_EQ(rows, 100U);
+  EXPECT_NE(page.find("<td>b96</td>"), std::string::npos);
+  EXPECT_EQ(page.find("<td>b97</td>"), std::string::npos);
+  EXPECT_NE(page.find("The first 97 of 20,000 rows"), std::string::npos);
+  EXPECT_NE(page.find("1 more tables with 10 rows are not on this page"), std::string::npos);
+  // The default bound: 200,000 rows make a page of well under a megabyte beside Chart.js.
+  report.tables = {table("b", 200'000)};
+  const std::size_t empty = report::render_html(report::Report{}).size();
+  EXPECT_LT(report::render_html(report).size() - empty, std::size_t{1} << 20);
+}
+
+TEST(ReportOfMetrics, KeepsTheFirstKeysThePageShowsAndSaysSo) {
+  Metrics metrics;
+  for (int i = 0; i < 30; ++i) metrics.emplace("eval_k" + std::to_string(100 + i), std::int64_t{i});
+  for (int i = 0; i < 30; ++i)
+    metrics.emplace("train_k" + std::to_string(100 + i), std::int64_t{i});
+  const report::Report report = report_of_metrics(metrics, "all_results.json", 40);
+  ASSERT_EQ(report.tables.size(), 2U);
+  EXPECT_EQ(report.tables[0].rows.size(), 30U);
+  EXPECT_TRUE(report.tables[0].note.empty());
+  EXPECT_EQ(report.tables[1].rows.size(), 10U);
+  EXPECT_NE(report.tables[1].note.find("The first 10 of its 30 keys"), std::string::npos);
+  ASSERT_EQ(report.notes.size(), 1U);
+  EXPECT_NE(report.notes[0].find("the first 40 of 60 keys (2 of 2 stages)"), std::string::npos)
+      << report.notes[0];
 }
 
 TEST(RenderHtml, EscapesEveryName) {

@@ -244,3 +244,51 @@ def test_saved_empty_metrics_are_reported(tmp_path: Path) -> None:
     memscope_py.save_metrics("eval", {}, tmp_path)
     result = memscope("report", tmp_path / "eval_results.json")
     assert result.returncode == 0, result.stderr
+
+
+# ---- issue 44, item 11: saved metrics through a pipe, a FIFO, stdin -----------------------
+
+METRICS = '{"train_loss": NaN, "train_mem_gpu_alloc_delta": 1048576, "train_runtime": 2.5}'
+METRICS_B = '{"train_loss": 0.5, "train_mem_gpu_alloc_delta": 3145728, "train_runtime": 2.0}'
+
+
+def test_metrics_through_a_pipe_are_read_once(tmp_path: Path) -> None:
+    """The kind was told from the bytes, then the metrics read from the path again: a pipe was
+    empty the second time ("is not a JSON object of metrics"). Python's NaN token was refused
+    too. Costs well under a second."""
+    read_end, write_end = os.pipe()
+
+    def feed() -> None:
+        with os.fdopen(write_end, "wb") as w:
+            w.write(METRICS.encode())
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        result = subprocess.run([str(CLI), "report", f"/dev/fd/{read_end}", "--html",
+                                 str(tmp_path / "m.html")], pass_fds=[read_end],
+                                capture_output=True, text=True, env=_env(), timeout=120)
+    finally:
+        os.close(read_end)
+        writer.join()
+    assert result.returncode == 0, result.stderr
+    assert "train_mem_gpu_alloc_delta" in result.stdout and "1.00 MiB" in result.stdout
+    assert "train_mem_gpu_alloc_delta" in (tmp_path / "m.html").read_text()
+
+
+def test_diff_of_metrics_from_a_fifo_and_stdin(tmp_path: Path) -> None:
+    """diff A B with A a FIFO and B stdin (as `diff <(...) -` would give). Costs well under a
+    second."""
+    fifo = tmp_path / "a.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text(METRICS))
+    writer.start()
+    try:
+        result = subprocess.run([str(CLI), "diff", str(fifo), "/dev/stdin", "--json",
+                                 str(tmp_path / "d.json")], input=METRICS_B,
+                                capture_output=True, text=True, env=_env(), timeout=120)
+    finally:
+        writer.join()
+    assert result.returncode == 0, result.stderr
+    assert "largest memory change: train_mem_gpu_alloc_delta +2.00 MiB" in result.stdout
+    assert json.loads((tmp_path / "d.json").read_text())["kind"] == "metrics"

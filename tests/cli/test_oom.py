@@ -60,3 +60,14 @@ def test_a_damaged_oom_record_exits_3_naming_it(tmp_path: Path) -> None:
     assert out.returncode == 3, out.stderr
     assert f"device_traces[0][{first}] (the out-of-memory record): the request is 0 bytes" in out.stderr
     assert str(bad) in out.stderr
+
+
+def test_run_watch_sets_the_variable_import_memscope_honours(tmp_path: Path) -> None:
+    """memscope run --watch DIR hands the command MEMSCOPE_WATCH=DIR (absolute); the command's
+    `import memscope` honours it (python/tests/test_oom_watch.py checks what it then does)."""
+    import sys
+
+    code = "import os, memscope; print('WATCH', os.environ['MEMSCOPE_WATCH'])"
+    out = memscope("run", "--quiet", "--no-gpu", "--watch", "oom-here", "--", sys.executable, "-c",
+                   code, check=True)
+    assert f"WATCH {Path.cwd() / 'oom-here'}" in out.stdout

@@ -81,6 +81,34 @@ def test_metrics_html(tmp_path: Path, artifacts: Path) -> None:
     assert html.read_text().lstrip().lower().startswith("<!doctype html")
 
 
+def test_a_large_metrics_file_makes_a_bounded_page(tmp_path: Path) -> None:
+    """Issue 44.12: a 196 MB metrics file made a 363 MB page. The page keeps
+    the first 5,000 keys (HtmlOptions::max_table_rows) and says so; the text has them all. A
+    9 MB file of 200,000 keys here; costs about 2 s."""
+    keys = 200_000
+    a = {f"train_mem_gpu_step{i:07d}_alloc_delta": i * 4096 for i in range(keys)}
+    a["train_loss"] = float("nan")
+    path = tmp_path / "train_results.json"
+    path.write_text(json.dumps(a, indent=4, sort_keys=True))
+    assert path.stat().st_size > 8_000_000
+    html = tmp_path / "page.html"
+    result = memscope("report", path, "--html", html, check=True)
+    assert "train_mem_gpu_step0199999_alloc_delta" in result.stdout  # the text has every key
+    page = html.read_text()
+    empty = tmp_path / "empty.html"
+    (tmp_path / "none_results.json").write_text("{}")
+    memscope("report", tmp_path / "none_results.json", "--html", empty, check=True)
+    assert len(page) - empty.stat().st_size < 1_000_000, len(page)
+    assert page.count("<tr><td") == 5000
+    assert f"The page shows the first 5000 of {keys + 1} keys" in page
+    b = dict(a, train_mem_gpu_step0000007_alloc_delta=1 << 30)
+    other = tmp_path / "b.json"
+    other.write_text(json.dumps(b))
+    result = memscope("diff", path, other, "--html", html, check=True)
+    assert "train_mem_gpu_step0000007_alloc_delta" in result.stdout
+    assert len(html.read_text()) - empty.stat().st_size < 100_000
+
+
 def test_replay_json_from_replay(real_trace: Path, artifacts: Path) -> None:
     saved = artifacts / "replay.json"
     memscope("replay", real_trace, "--capacity", "40GiB", "--fit", "--json", saved, check=True)

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "many_streams_log.hpp"  // bench/: the log of bench/oom_replay.cpp
 #include "memscope/trace.hpp"
+#include "memscope/units.hpp"
 #include "pickle_test_util.hpp"
 
 namespace memscope {
@@ -163,6 +165,64 @@ TEST(RmmLog, GeneratedLogReadsBackAndReplays) {
   const ReplayResult r = replay(plan);
   EXPECT_EQ(r.num_ooms, 0);
   EXPECT_GE(r.peak_reserved, r.peak_requested);
+}
+
+// The log of bench/oom_replay.cpp at a test size, past the device's capacity: each stream's
+// 1-7 KiB takes a 2 MiB segment (or page) of its own, and after every 7th stream s stream s / 2
+// frees its block. Refusals skip their walk over the streams while nothing was freed (issue
+// 44); the outcome must be what a model of the rules gives: a stream fits while the device has
+// room for its segment, else after a release of every whole cached one, else it is refused.
+// Costs about 0.1 s.
+TEST(RmmLog, ManyStreamsPastTheCapacityRefuseWhatTheRulesSay) {
+  constexpr std::size_t kStreams = 3000;
+  constexpr std::size_t kFreeEvery = 7;
+  constexpr std::size_t kCapacity = 1 * GiB;
+  constexpr std::size_t kSegment = 2 * MiB;
+  const TorchSnapshot s =
+      read_rmm_log(bench::many_streams_rmm_log(kStreams, kFreeEvery), "streams.csv");
+  std::int64_t ooms = 0;
+  std::int64_t retries = 0;
+  std::size_t first_oom = ReplayMoment::kNever;
+  std::vector<bool> fits(kStreams + 1);
+  std::size_t used = 0;    // segments holding a live block
+  std::size_t cached = 0;  // whole cached segments
+  std::size_t op = 0;
+  for (std::size_t stream = 1; stream <= kStreams; ++stream, ++op) {
+    fits[stream] = used + cached < kCapacity / kSegment;
+    if (!fits[stream]) {
+      ++retries;
+      cached = 0;
+      fits[stream] = used < kCapacity / kSegment;
+    }
+    if (fits[stream]) ++used;
+    if (!fits[stream] && ooms++ == 0) first_oom = op;
+    if (stream % kFreeEvery == 0) {
+      ++op;
+      if (fits[stream / 2]) {
+        --used;
+        ++cached;
+      }
+    }
+  }
+  ASSERT_GT(ooms, 1000);          // the case of the issue: most streams are refused...
+  ASSERT_GT(retries - ooms, 10);  // ...and some refusals are saved by a free
+  for (const char* config : {"", "expandable_segments:True"}) {
+    SCOPED_TRACE(config);
+    ReplayOptions options;
+    options.capacity = kCapacity;
+    options.config = AllocatorConfig::parse(config);
+    const ReplayResult r = replay_trace(s, 0, options);
+    EXPECT_EQ(r.num_ooms, ooms);
+    EXPECT_EQ(r.first_oom.op, first_oom);
+    EXPECT_EQ(r.peak_reserved, static_cast<std::int64_t>(kCapacity));
+    EXPECT_EQ(r.final_stats.reserved_bytes[0].current,
+              static_cast<std::int64_t>((used + cached) * kSegment));
+    EXPECT_EQ(r.peak_live.live_bytes, r.peak_requested);
+    // Expandable segments move a freed page to the refused stream instead of releasing it.
+    if (*config == '\0') {
+      EXPECT_EQ(r.num_alloc_retries, retries);
+    }
+  }
 }
 
 std::string log_error(const std::string& text) {

@@ -1,5 +1,6 @@
 // save_metrics / load_metrics: round trips, the all_results.json merge, and the atomic
 // replacement surviving a crash or a failure between writing and renaming.
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -160,6 +162,48 @@ TEST_F(MetricsJson, BadSplitAndBadFiles) {
     out << "[1, 2]";
   }
   EXPECT_THROW((void)load_metrics(dir / "array.json"), Error);
+}
+
+// parse_metrics(): what load_metrics() reads, from text (memscope report and diff tell a file's
+// kind from the bytes they read once, issue 44). Costs milliseconds.
+TEST(ParseMetrics, FlatObjectsOnly) {
+  const std::optional<Metrics> m =
+      parse_metrics(R"({"a": 1, "b": -2.5, "c": "text", "d": true, "e": false, "a": 3, "f": NaN,)"
+                    R"( "g": -Infinity, "h": 18446744073709551615})");
+  ASSERT_TRUE(m.has_value());
+  EXPECT_EQ(std::get<std::int64_t>(m->at("a")), 3);  // a repeated key keeps its last value
+  EXPECT_EQ(std::get<double>(m->at("b")), -2.5);
+  EXPECT_EQ(std::get<std::string>(m->at("c")), "text");
+  EXPECT_EQ(std::get<std::int64_t>(m->at("d")), 1);
+  EXPECT_EQ(std::get<std::int64_t>(m->at("e")), 0);
+  EXPECT_TRUE(std::isnan(std::get<double>(m->at("f"))));
+  EXPECT_EQ(std::get<double>(m->at("g")), -std::numeric_limits<double>::infinity());
+  EXPECT_EQ(std::get<double>(m->at("h")), 18446744073709551615.0);  // beyond int64
+  EXPECT_TRUE(parse_metrics("{}").has_value());
+  EXPECT_EQ(parse_metrics(R"({"s": "NaN"})")->at("s"), MetricValue(std::string("NaN")));
+  for (const char* other :
+       {"", "[1, 2]", "5", R"("x")", R"({"a": {"b": 1}})", R"({"a": [1]})", R"({"a": null})",
+        R"({"a": 1} x)", R"({"a": 1)", "{NaN: 1}", R"({"a": 1e999})"}) {
+    EXPECT_FALSE(parse_metrics(other).has_value()) << other;
+  }
+}
+
+// load_metrics() reads a FIFO once, as the memscope command's inputs are read. Costs well under
+// a second.
+TEST_F(MetricsJson, LoadsFromAFifo) {
+  const fs::path fifo = dir / "metrics.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::ofstream(fifo) << R"({"train_loss": 0.25, "train_mem_gpu_alloc_delta": 4096})";
+    ::_exit(0);
+  }
+  const Metrics m = load_metrics(fifo);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_EQ(std::get<std::int64_t>(m.at("train_mem_gpu_alloc_delta")), 4096);
+  EXPECT_EQ(std::get<double>(m.at("train_loss")), 0.25);
 }
 
 TEST_F(MetricsJson, CreatesTheOutputFolder) {

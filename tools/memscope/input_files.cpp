@@ -14,6 +14,7 @@
 #include "memscope/atomic_file.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/json_envelope.hpp"
+#include "memscope/metrics.hpp"
 #include "memscope/report_json.hpp"
 #include "memscope/trace.hpp"
 
@@ -24,15 +25,6 @@ namespace fs = std::filesystem;
 
 std::string quoted(const fs::path& path) {
   return fmt::format("'{}'", path.string());  // not "'" + ...: GCC 12's false -Wrestrict at -O3
-}
-
-// save_metrics writes one flat object whose values are numbers, strings or booleans.
-bool is_flat_metrics(const nlohmann::json& json) {
-  if (!json.is_object()) return false;  // {} too: save_metrics({}) writes it
-  for (const auto& [key, value] : json.items()) {
-    if (!(value.is_number() || value.is_string() || value.is_boolean())) return false;
-  }
-  return true;
 }
 
 // PyTorch's snapshot JSON and memscope's trace JSON: an object with the snapshot's keys, or the
@@ -180,8 +172,23 @@ InputFile read_input(const fs::path& path, std::string_view role) {
     case TraceFormat::json:
       break;
   }
+  // Saved metrics (one flat object of numbers, strings and booleans, Python's NaN too; {} is
+  // what save_metrics writes for none) are parsed once, from these bytes, with no JSON tree: the
+  // path may be a pipe that cannot be read twice, and a tree of millions of keys took gigabytes
+  // (issue 44). One with a "format" key may be an envelope: the tree below decides.
+  std::optional<Metrics> metrics = parse_metrics(bytes);
+  if (metrics && !metrics->contains("format")) {
+    file.kind = InputKind::metrics;
+    file.metrics = std::move(*metrics);
+    return file;
+  }
   // parse_json_text: the \udcXY escapes memscope writes for bytes that are not UTF-8 read back.
   nlohmann::json json = report::parse_json_text(bytes, /*allow_exceptions=*/false);
+  if (json.is_discarded() && metrics) {  // NaN and a "format" key: metrics all the same
+    file.kind = InputKind::metrics;
+    file.metrics = std::move(*metrics);
+    return file;
+  }
   if (json.is_discarded()) {
     // Parse again to get the position and reason; only the failing path pays for it.
     try {
@@ -203,8 +210,10 @@ InputFile read_input(const fs::path& path, std::string_view role) {
     file.json = nullptr;
     file.bytes = std::move(bytes);  // read_trace() parses it again with its own checks
     return file;
-  } else if (is_flat_metrics(json)) {
+  } else if (metrics) {
     file.kind = InputKind::metrics;
+    file.metrics = std::move(*metrics);
+    return file;
   } else {
     file.looks_like = describe(json);
     return file;

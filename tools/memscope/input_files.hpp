@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memscope/metrics.hpp"
+
 namespace memscope::cli {
 
 enum class InputKind { unknown, trace, metrics, run, replay, estimate };
@@ -27,7 +29,8 @@ enum class InputKind { unknown, trace, metrics, run, replay, estimate };
 struct InputFile {
   std::filesystem::path path;
   InputKind kind = InputKind::unknown;
-  nlohmann::json json;     // the parsed JSON of metrics, run and replay files; null for traces
+  nlohmann::json json;     // the parsed JSON of run and replay files; null for the others
+  Metrics metrics;         // saved metrics, parsed from the bytes read (the path may be a pipe)
   std::string bytes;       // a trace's content (read once: the path may be a pipe)
   std::string looks_like;  // for unknown: what was found ("a JSON array of numbers", "empty")
 };

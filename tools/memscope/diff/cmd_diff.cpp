@@ -46,14 +46,6 @@ std::string kind_phrase(const InputFile& f) {
   }
 }
 
-Metrics metrics_of(const InputFile& f) {
-  try {
-    return load_metrics(f.path);
-  } catch (const Error& e) {
-    throw InputFailure(e.what());
-  }
-}
-
 std::string peak_value(double bytes) {
   return format_bytes(static_cast<std::int64_t>(bytes));
 }
@@ -136,7 +128,7 @@ int run_diff_command(const DiffArgs& args) {
   int status = kExitOk;
   switch (a.kind) {
     case InputKind::metrics: {
-      const MetricsDiff diff = diff_metrics(metrics_of(a), metrics_of(b), names);
+      const MetricsDiff diff = diff_metrics(a.metrics, b.metrics, names);
       progress.finish();
       status = emit(diff, args);
       break;

@@ -25,6 +25,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -45,11 +46,13 @@ struct DiffNames {
 // Two metrics files, key by key.
 struct MetricsDiff {
   enum class Kind { memory, seconds, number, text };
+  // Key and values point into the Metrics given to diff_metrics(), which must outlive the
+  // diff: two files of millions of keys held them twice more as copies (issue 44).
   struct Row {
-    std::string key;
+    std::string_view key;
     Kind kind = Kind::number;
-    std::optional<MetricValue> a;  // none: only in the other file
-    std::optional<MetricValue> b;
+    const MetricValue* a = nullptr;  // null: only in the other file
+    const MetricValue* b = nullptr;
     [[nodiscard]] bool numeric_both() const noexcept;
     [[nodiscard]] double change() const noexcept;  // b - a; 0 unless numeric_both()
   };
@@ -109,6 +112,7 @@ struct TraceDiff {
   [[nodiscard]] nlohmann::json to_json() const;
 };
 
+// The rows point into `a` and `b`: they must outlive the result.
 [[nodiscard]] MetricsDiff diff_metrics(const Metrics& a, const Metrics& b, const DiffNames& names);
 [[nodiscard]] RunDiff diff_runs(const RunRecord& a, const RunRecord& b, const DiffNames& names);
 // `device`: the device to compare; none: the first device with events in each trace.

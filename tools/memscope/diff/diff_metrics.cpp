@@ -3,7 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <set>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -18,9 +18,8 @@ using Kind = MetricsDiff::Kind;
 using Row = MetricsDiff::Row;
 
 // The same classes format_metrics_table() uses, so a key reads the same in both.
-Kind kind_of(std::string_view key, const std::optional<MetricValue>& a,
-             const std::optional<MetricValue>& b) {
-  const auto is_text = [](const std::optional<MetricValue>& v) {
+Kind kind_of(std::string_view key, const MetricValue* a, const MetricValue* b) {
+  const auto is_text = [](const MetricValue* v) {
     return v && std::holds_alternative<std::string>(*v);
   };
   if (is_text(a) || is_text(b)) return Kind::text;
@@ -44,7 +43,7 @@ double number(const MetricValue& v) noexcept {
   return 0.0;
 }
 
-std::string text_of(const std::optional<MetricValue>& v, Kind kind) {
+std::string text_of(const MetricValue* v, Kind kind) {
   if (!v) return "-";
   if (const auto* s = std::get_if<std::string>(&*v)) return *s;
   const double x = number(*v);
@@ -71,7 +70,7 @@ std::string change_text(double change, Kind kind) {
   }
 }
 
-nlohmann::json value_json(const std::optional<MetricValue>& v) {
+nlohmann::json value_json(const MetricValue* v) {
   if (!v) return nullptr;
   return std::visit([](const auto& x) { return nlohmann::json(x); }, *v);
 }
@@ -79,29 +78,40 @@ nlohmann::json value_json(const std::optional<MetricValue>& v) {
 // Every key of either file: memory first, the largest absolute change first; then the rest by
 // the largest relative change, keys in one file only last.
 std::vector<Row> metric_rows(const Metrics& a, const Metrics& b) {
-  std::set<std::string, std::less<>> keys;
-  for (const auto& [k, v] : a) keys.insert(k);
-  for (const auto& [k, v] : b) keys.insert(k);
+  // Both maps are sorted by key: one walk over the two, in key order, holds no key twice.
   std::vector<Row> rows;
-  for (const std::string& key : keys) {
+  rows.reserve(std::max(a.size(), b.size()));
+  auto in_a = a.begin();
+  auto in_b = b.begin();
+  while (in_a != a.end() || in_b != b.end()) {
     Row row;
-    row.key = key;
-    if (auto it = a.find(key); it != a.end()) row.a = it->second;
-    if (auto it = b.find(key); it != b.end()) row.b = it->second;
-    row.kind = kind_of(key, row.a, row.b);
+    const bool take_a = in_b == b.end() || (in_a != a.end() && in_a->first <= in_b->first);
+    const bool take_b = in_a == a.end() || (in_b != b.end() && in_b->first <= in_a->first);
+    if (take_a) {
+      row.key = in_a->first;
+      row.a = &(in_a++)->second;
+    }
+    if (take_b) {
+      row.key = in_b->first;
+      row.b = &(in_b++)->second;
+    }
+    row.kind = kind_of(row.key, row.a, row.b);
     rows.push_back(row);
   }
   const auto rank = [](const Row& r) {
     if (!r.numeric_both()) return 2;
     return r.kind == Kind::memory ? 0 : 1;
   };
-  const auto relative = [](const Row& r) {
+  // A NaN (Python's NaN token reads as one) counts as the smallest change: compared as it is,
+  // it broke the sort's ordering, which then wrote out of bounds (a crash at exit).
+  const auto ordered = [](double v) { return std::isnan(v) ? -1.0 : v; };
+  const auto relative = [&](const Row& r) {
     const double base = std::fabs(number(*r.a));
-    return base == 0.0 ? std::fabs(r.change()) : std::fabs(r.change()) / base;
+    return ordered(base == 0.0 ? std::fabs(r.change()) : std::fabs(r.change()) / base);
   };
   std::stable_sort(rows.begin(), rows.end(), [&](const Row& x, const Row& y) {
     if (rank(x) != rank(y)) return rank(x) < rank(y);
-    if (rank(x) == 0) return std::fabs(x.change()) > std::fabs(y.change());
+    if (rank(x) == 0) return ordered(std::fabs(x.change())) > ordered(std::fabs(y.change()));
     if (rank(x) == 1) return relative(x) > relative(y);
     return false;
   });
@@ -158,7 +168,7 @@ std::string metrics_verdict(const std::vector<Row>& rows, const KeyCounts& count
 
 nlohmann::json row_json(const Row& r) {
   return {{"stage", stage_of(r.key)},
-          {"key", r.key},
+          {"key", std::string(r.key)},
           {"a", value_json(r.a)},
           {"b", value_json(r.b)},
           {"change", r.numeric_both() ? nlohmann::json(r.change()) : nullptr},
@@ -197,8 +207,8 @@ report::Report MetricsDiff::to_report() const {
     const std::string change = change_cell(r, counts);
     const std::string pct =
         r.numeric_both() ? percent_change(number(*r.a), number(*r.b)) : std::string();
-    table.rows.push_back(
-        {stage_of(r.key), r.key, text_of(r.a, r.kind), text_of(r.b, r.kind), change, pct});
+    table.rows.push_back({stage_of(r.key), std::string(r.key), text_of(r.a, r.kind),
+                          text_of(r.b, r.kind), change, pct});
   }
   report.tables.push_back(std::move(table));
   report.notes.push_back(summary);

@@ -18,12 +18,12 @@ std::vector<PeakChange> peak_changes(const MetricsDiff& diff) {
   std::vector<PeakChange> out;
   for (const MetricsDiff::Row& row : diff.rows) {
     if (row.kind != MetricsDiff::Kind::memory || !row.numeric_both()) continue;
-    if (row.key.find("peak") == std::string::npos) continue;
+    if (row.key.find("peak") == std::string_view::npos) continue;
     const auto number = [](const MetricValue& v) {
       return std::holds_alternative<double>(v) ? std::get<double>(v)
                                                : static_cast<double>(std::get<std::int64_t>(v));
     };
-    out.push_back({row.key, number(*row.a), number(*row.b)});
+    out.push_back({std::string(row.key), number(*row.a), number(*row.b)});
   }
   return out;
 }

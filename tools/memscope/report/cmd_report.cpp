@@ -51,17 +51,12 @@ Rendered render(const InputFile& file, bool html, Progress& progress) {
   const std::string source = file.path.string();
   Rendered out;
   switch (file.kind) {
-    case InputKind::metrics: {
-      Metrics metrics;
-      try {
-        metrics = load_metrics(file.path);
-      } catch (const Error& e) {
-        throw InputFailure(e.what());
+    case InputKind::metrics:
+      out.text = format_metrics_table(split_of(file.path), file.metrics);
+      if (html) {
+        out.report = report_of_metrics(file.metrics, source, report::HtmlOptions{}.max_table_rows);
       }
-      out.text = format_metrics_table(split_of(file.path), metrics);
-      if (html) out.report = report_of_metrics(metrics, source);
       break;
-    }
     case InputKind::run: {
       const RunRecord record = run_record_from_json(file.json, source);
       out.text = format_run_summary(record);

@@ -228,7 +228,8 @@ report::Report report_of_run(const RunRecord& record) {
   return report;
 }
 
-report::Report report_of_metrics(const Metrics& metrics, const std::string& source) {
+report::Report report_of_metrics(const Metrics& metrics, const std::string& source,
+                                 std::size_t max_rows) {
   report::Report report;
   report.title = "memscope report: " + source;
   report.subtitle = source;
@@ -236,10 +237,15 @@ report::Report report_of_metrics(const Metrics& metrics, const std::string& sour
   // One table per stage: the text before the key's first '_' ("train_mem_cpu_alloc_delta" is
   // train's), as format_metrics_table groups them.
   std::map<std::string, report::Table> by_stage;
+  std::map<std::string, std::size_t> keys_of;  // every stage's keys, shown or not
+  std::size_t shown = 0;
   for (const auto& [key, value] : text) {
     const std::size_t cut = key.find('_');
     std::string stage = cut == std::string::npos ? std::string() : key.substr(0, cut);
     if (stage == "before") stage = "init";  // before_init_mem_cpu goes with init
+    ++keys_of[stage];
+    if (shown == max_rows) continue;
+    ++shown;
     report::Table& t = by_stage[stage];
     if (t.columns.empty()) {
       t.title = stage.empty() ? std::string("other metrics") : stage;
@@ -249,8 +255,23 @@ report::Report report_of_metrics(const Metrics& metrics, const std::string& sour
     t.rows.push_back({key, value});
   }
   report.summary = {{"metrics", std::to_string(metrics.size())},
-                    {"stages", std::to_string(by_stage.size())}};
-  for (auto& [stage, table] : by_stage) report.tables.push_back(std::move(table));
+                    {"stages", std::to_string(keys_of.size())}};
+  for (auto& [stage, table] : by_stage) {
+    const std::size_t keys = keys_of[stage];
+    if (table.rows.size() < keys) {
+      table.note = fmt::format(
+          "The first {} of its {} keys; memscope report without --html prints "
+          "them all.",
+          table.rows.size(), keys);
+    }
+    report.tables.push_back(std::move(table));
+  }
+  if (shown < metrics.size()) {
+    report.notes.push_back(fmt::format(
+        "The page shows the first {} of {} keys ({} of {} stages); memscope report without "
+        "--html prints them all.",
+        shown, metrics.size(), by_stage.size(), keys_of.size()));
+  }
   return report;
 }
 

@@ -41,7 +41,11 @@ struct ReplayReportInput {
 [[nodiscard]] report::Report report_of_replay(const ReplayReportInput& input);
 
 // Saved metrics (save_metrics JSON): one table per stage, values formatted as log_metrics does.
-[[nodiscard]] report::Report report_of_metrics(const Metrics& metrics, const std::string& source);
+// The first `max_rows` keys only (the page shows no more: HtmlOptions::max_table_rows), so a
+// file of millions of keys does not hold a second copy of them all as rows; each table says how
+// many keys it has, a note how many stages were left out.
+[[nodiscard]] report::Report report_of_metrics(const Metrics& metrics, const std::string& source,
+                                               std::size_t max_rows);
 
 // The version of `memscope estimate --json` this memscope reads (python/memscope/_estimate.py
 // writes it: {"format": "memscope-estimate", "version": 1, "estimate": {...}, "max_batch"}).

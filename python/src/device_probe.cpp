@@ -57,7 +57,8 @@ void bind_device_probe(nb::module_& m) {
           },
           nb::arg("nvml_index"))
       .def(
-          "memory", [](const NvmlProbe& p, unsigned index) { return device_memory_dict(p.memory(index)); },
+          "memory",
+          [](const NvmlProbe& p, unsigned index) { return device_memory_dict(p.memory(index)); },
           nb::arg("nvml_index"))
       .def(
           "processes",

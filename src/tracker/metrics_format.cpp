@@ -52,10 +52,10 @@ struct ColumnUnit {
 // 100.00 MiB, not 1.50 and 0.10 GiB).
 ColumnUnit memory_unit(double max_abs, double min_nonzero_abs) {
   constexpr ColumnUnit units[] = {{"TiB", 1099511627776.0},
-                            {"GiB", 1073741824.0},
-                            {"MiB", 1048576.0},
-                            {"KiB", 1024.0},
-                            {"B", 1.0}};
+                                  {"GiB", 1073741824.0},
+                                  {"MiB", 1048576.0},
+                                  {"KiB", 1024.0},
+                                  {"B", 1.0}};
   std::size_t i = 0;
   while (i + 1 < std::size(units) && max_abs < units[i].scale) ++i;
   while (i + 1 < std::size(units) && min_nonzero_abs < units[i].scale &&

@@ -33,7 +33,9 @@ namespace memscope {
 namespace {
 
 // 10 iterations back to back; 2 in the sanitizer builds (test_scale.hpp).
-int iterations() { return testing::scaled_iterations(10); }
+int iterations() {
+  return testing::scaled_iterations(10);
+}
 constexpr double kCreep = 0.0005;  // the goal: iteration 10 <= iteration 1 + 0.05%
 
 std::string moving_pages(std::string_view policy) {

@@ -16,9 +16,9 @@
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 #include "steady_state.hpp"
+#include "test_scale.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
-#include "test_scale.hpp"
 #include "trace_corpus.hpp"
 
 namespace memscope {

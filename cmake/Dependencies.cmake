@@ -70,8 +70,8 @@ foreach(dep var IN ZIP_LISTS memscope_fetched memscope_fetched_vars)
   endif()
 endforeach()
 # Fetched headers are third-party code: SYSTEM, so -Wconversion -Werror on our sources does not
-# fire inside them (as for imported targets). fmt's compiled library is only for the examples
-# and tests (fmt::fmt); the rest uses fmt::fmt-header-only, so a pip install does not build it.
+# fire inside them (as for imported targets). Our targets use fmt through memscope_fmt
+# (cmake/FmtMode.cmake), never fmt's own compiled library, so a pip install does not build it.
 foreach(target fmt fmt-header-only nlohmann_json CLI11)
   if(TARGET ${target})
     get_target_property(imported ${target} IMPORTED)
@@ -84,6 +84,7 @@ FetchContent_GetProperties(fmt SOURCE_DIR fmt_fetched)
 if(fmt_fetched AND TARGET fmt)
   set_target_properties(fmt PROPERTIES EXCLUDE_FROM_ALL ON)
 endif()
+include(${CMAKE_CURRENT_LIST_DIR}/FmtMode.cmake)
 
 # Chart.js, compiled into the library's HTML reports (src/report/) so they open with no network:
 # Debian's libjs-chart.js, else the pinned release file, downloaded into the build folder.

@@ -11,7 +11,7 @@
 namespace memscope::python {
 namespace {
 
-nb::dict to_dict(const DeviceMemoryInfo& info) {
+nb::dict device_memory_dict(const DeviceMemoryInfo& info) {
   nb::dict d;
   d["total"] = info.total;
   d["free"] = info.free;
@@ -36,7 +36,7 @@ void bind_device_probe(nb::module_& m) {
           nb::gil_scoped_release unlocked;
           info = device_memory_info(cuda_device);
         }
-        return to_dict(info);
+        return device_memory_dict(info);
       },
       nb::arg("cuda_device") = 0,
       "{total, free, used, reserved, source} of a CUDA device, from NVML or cuMemGetInfo.");
@@ -57,7 +57,8 @@ void bind_device_probe(nb::module_& m) {
           },
           nb::arg("nvml_index"))
       .def(
-          "memory", [](const NvmlProbe& p, unsigned index) { return to_dict(p.memory(index)); },
+          "memory",
+          [](const NvmlProbe& p, unsigned index) { return device_memory_dict(p.memory(index)); },
           nb::arg("nvml_index"))
       .def(
           "processes",

@@ -10,7 +10,7 @@
 namespace memscope::python {
 namespace {
 
-nb::dict to_dict(const HostMemory& m) {
+nb::dict host_memory_dict(const HostMemory& m) {
   nb::dict d;
   d["rss"] = m.rss;
   d["rss_anon"] = m.rss_anon;
@@ -20,7 +20,7 @@ nb::dict to_dict(const HostMemory& m) {
   return d;
 }
 
-nb::dict to_dict(const HostProbe::Window::Reading& r) {
+nb::dict reading_dict(const HostProbe::Window::Reading& r) {
   nb::dict d;
   d["current"] = r.current;
   d["peak"] = r.peak;
@@ -35,7 +35,7 @@ struct PyHostWindow {
 
 void bind_host(nb::module_& m) {
   m.def(
-      "_read_host_memory", [](int pid) { return to_dict(read_host_memory(pid)); },
+      "_read_host_memory", [](int pid) { return host_memory_dict(read_host_memory(pid)); },
       nb::arg("pid") = 0, "/proc/<pid>/status in bytes: rss, rss_anon, rss_file, rss_shmem, hwm.");
   m.def("process_peak_rss", &process_peak_rss,
         "The highest RSS of this process over its lifetime, in bytes: VmHWM and ru_maxrss now and "
@@ -47,9 +47,9 @@ void bind_host(nb::module_& m) {
       .def_prop_ro("begin", [](const PyHostWindow& w) { return w.window.begin(); })
       .def_prop_ro("is_open", [](const PyHostWindow& w) { return w.window.is_open(); })
       .def(
-          "read", [](const PyHostWindow& w) { return to_dict(w.window.read()); },
+          "read", [](const PyHostWindow& w) { return reading_dict(w.window.read()); },
           "{current, peak} so far (frozen once closed).")
-      .def("close", [](PyHostWindow& w) { return to_dict(w.window.close()); })
+      .def("close", [](PyHostWindow& w) { return reading_dict(w.window.close()); })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](PyHostWindow& w, const nb::args&) { (void)w.window.close(); });
 
@@ -68,7 +68,7 @@ void bind_host(nb::module_& m) {
           nb::arg("pid") = 0, nb::arg("force_sampling") = false,
           nb::arg("sampling_interval") = 0.001,
           "pid 0 is this process; sampling_interval is in seconds.")
-      .def("read", [](const HostProbe& p) { return to_dict(p.read()); })
+      .def("read", [](const HostProbe& p) { return host_memory_dict(p.read()); })
       .def("current_rss", &HostProbe::current_rss)
       .def_prop_ro("pid", &HostProbe::pid)
       .def_prop_ro("mode", &HostProbe::mode_name, "\"kernel-hwm\" or \"sampling <interval>\".")

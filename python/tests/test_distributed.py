@@ -1,7 +1,7 @@
 """memscope.distributed: the gather across ranks through real engines in real processes (4 ranks
 under torchrun with gloo, 4 under mpirun with mpi4py; marked `distributed`, ctest's
 python_distributed_tests), the Trainer callback under torchrun with 2 ranks, and, without any
-engine, the checks, the payload and the table (plain tests, run by python_tests)."""
+engine, the checks, the payload and the table (plain tests, run by python_test_distributed)."""
 
 from __future__ import annotations
 

@@ -25,6 +25,11 @@
 
 namespace memscope::detail {
 
+// A block's or segment's address as the pointer the backend takes.
+[[nodiscard]] inline void* as_pointer(std::uintptr_t address) noexcept {
+  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
+}
+
 struct Block;
 class FreeBins;
 

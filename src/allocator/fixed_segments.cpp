@@ -7,14 +7,6 @@
 
 namespace memscope::detail {
 
-namespace {
-
-void* as_pointer(std::uintptr_t address) {
-  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
-}
-
-}  // namespace
-
 Block* FixedSegments::grow(StreamPools& pools, bool small, std::size_t rounded) {
   return reserve(segment_size(rounded), pools, small);
 }

@@ -5,10 +5,6 @@
 namespace memscope::detail {
 namespace {
 
-std::size_t round_up(std::size_t size, std::size_t granularity) noexcept {
-  return (size + granularity - 1) / granularity * granularity;
-}
-
 // Rounds up to the next of `divisions` equal steps between two powers of two: with 4 divisions
 // a 1200 MiB request (between 1024 and 2048 MiB) becomes 1280 MiB. Fewer distinct sizes means
 // freed blocks fit later requests more often, at the price of some internal waste.

@@ -24,6 +24,11 @@ inline constexpr std::size_t kRoundLarge = 2 * MiB;      // granularity above 10
 // Requests above this cannot be rounded without overflow; no backend has this much memory.
 inline constexpr std::size_t kLargestRequest = std::size_t{1} << 62;
 
+// `size` rounded up to a multiple of `granularity` (no overflow check: callers bound `size`).
+[[nodiscard]] inline std::size_t round_up(std::size_t size, std::size_t granularity) noexcept {
+  return (size + granularity - 1) / granularity * granularity;
+}
+
 // The block size a request of `size` bytes (1 <= size <= kLargestRequest) occupies.
 [[nodiscard]] std::size_t round_size(std::size_t size, const AllocatorConfig& config) noexcept;
 

@@ -8,10 +8,10 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <system_error>
 
 #include "backends/host_pages.hpp"
 #include "backends/page_args.hpp"
+#include "common/errno_text.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/host_backend.hpp"
 
@@ -26,15 +26,11 @@ std::size_t os_page() noexcept {
   return size;
 }
 
-std::string errno_text(int err) {
-  return std::system_category().message(err);
-}
-
 [[noreturn]] void fail(const char* call, const void* address, std::size_t bytes, std::size_t page,
                        const char* syscall, int err) {
   throw BackendError(fmt::format("{}: {} failed: {}",
                                  detail::describe_page_call("host", call, address, bytes, page),
-                                 syscall, errno_text(err)));
+                                 syscall, detail::errno_text(err)));
 }
 
 // Reservation pages: no access, no memory, no commit charge.
@@ -100,7 +96,7 @@ void* HostBackend::reserve_address_range(std::size_t bytes) {
     const int err = errno;
     if (err == ENOMEM) return nullptr;  // address space (or the map count) used up
     throw BackendError(fmt::format("host reserve_address_range({} bytes): mmap failed: {}", bytes,
-                                   errno_text(err)));
+                                   detail::errno_text(err)));
   }
   return p;
 }

@@ -23,7 +23,7 @@ namespace memscope {
 
 namespace {
 
-struct Stat {
+struct ProcStat {
   std::string comm;
   int ppid = 0;
   std::uint64_t start_ticks = 0;
@@ -33,13 +33,13 @@ struct Stat {
 
 // /proc/<pid>/stat: "pid (comm) state ppid ... starttime ...". comm may hold spaces and
 // parentheses, so the fields are counted from the last ')'.
-std::optional<Stat> read_stat(int pid) {
+std::optional<ProcStat> read_stat(int pid) {
   const std::optional<std::string> text = detail::read_proc_file(pid, "stat");
   if (!text) return std::nullopt;
   const std::size_t close = text->rfind(')');
   if (close == std::string::npos) return std::nullopt;
   std::string_view rest = std::string_view(*text).substr(close + 1);
-  Stat stat;
+  ProcStat stat;
   const std::size_t open = text->find('(');
   if (open != std::string::npos && open < close)
     stat.comm = text->substr(open + 1, close - open - 1);
@@ -133,7 +133,7 @@ std::vector<TreeProcess> scan_all(int root) {
   bool listed = false;
   for_each_numbered("/proc", [&](int pid) {
     listed = true;
-    const std::optional<Stat> stat = read_stat(pid);
+    const std::optional<ProcStat> stat = read_stat(pid);
     if (!stat) return;  // gone since readdir
     by_parent.emplace(stat->ppid, TreeProcess{pid, stat->ppid, stat->start_ticks, stat->comm, -1,
                                               -1, stat->arg_start});
@@ -167,7 +167,7 @@ std::vector<TreeProcess> walk_children(int root) {
     for (const int parent : frontier) {
       for (const int child : children_of(parent)) {
         if (!seen.insert(child).second) continue;
-        const std::optional<Stat> stat = read_stat(child);
+        const std::optional<ProcStat> stat = read_stat(child);
         if (!stat) continue;  // gone already
         tree.push_back(
             TreeProcess{child, stat->ppid, stat->start_ticks, stat->comm, -1, -1, stat->arg_start});
@@ -188,7 +188,7 @@ std::vector<TreeProcess> scan_tree(int root) {
 }
 
 std::optional<TreeProcess> read_process(int pid) {
-  const std::optional<Stat> stat = read_stat(pid);
+  const std::optional<ProcStat> stat = read_stat(pid);
   if (!stat) return std::nullopt;
   TreeProcess p{pid, stat->ppid, stat->start_ticks, stat->comm, -1, -1, stat->arg_start};
   read_memory(p);
@@ -196,13 +196,13 @@ std::optional<TreeProcess> read_process(int pid) {
 }
 
 std::optional<std::uint64_t> read_start_ticks(int pid) {
-  const std::optional<Stat> stat = read_stat(pid);
+  const std::optional<ProcStat> stat = read_stat(pid);
   if (!stat) return std::nullopt;
   return stat->start_ticks;
 }
 
 std::optional<bool> read_reaped_a_child(int pid) {
-  const std::optional<Stat> stat = read_stat(pid);
+  const std::optional<ProcStat> stat = read_stat(pid);
   if (!stat) return std::nullopt;
   return stat->children_faults > 0;
 }

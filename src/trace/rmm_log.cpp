@@ -23,7 +23,7 @@
 namespace memscope {
 namespace {
 
-enum Column : std::size_t { kThread, kTime, kAction, kPointer, kSize, kStream, kColumns };
+enum CsvColumn : std::size_t { kThread, kTime, kAction, kPointer, kSize, kStream, kColumns };
 constexpr std::array<std::string_view, kColumns> kNames{"Thread",  "Time", "Action",
                                                         "Pointer", "Size", "Stream"};
 constexpr const char* kHeader = "Thread,Time,Action,Pointer,Size,Stream";
@@ -35,7 +35,7 @@ bool iequals(std::string_view a, std::string_view b) {
          });
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_blanks(std::string_view s) {  // spaces and tabs only
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -98,7 +98,7 @@ class LogReader {
         fields_.push_back(field);
       } else {
         const std::size_t end = std::min(line.find(',', i), line.size());
-        fields_.push_back(trim(line.substr(i, end - i)));
+        fields_.push_back(trim_blanks(line.substr(i, end - i)));
         i = end;
       }
       if (i >= line.size()) return;
@@ -149,9 +149,9 @@ class LogReader {
   void set_width() { width_ = fields_.size(); }
 
  private:
-  [[nodiscard]] std::string_view field(Column c) const { return fields_[column_[c]]; }
+  [[nodiscard]] std::string_view field(CsvColumn c) const { return fields_[column_[c]]; }
 
-  std::uint64_t decimal(std::size_t line, Column c) const {
+  std::uint64_t decimal(std::size_t line, CsvColumn c) const {
     const std::string_view text = field(c);
     std::uint64_t value = 0;
     const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -165,7 +165,7 @@ class LogReader {
     return value;
   }
 
-  std::uint64_t hex(std::size_t line, Column c, const char* what) const {
+  std::uint64_t hex(std::size_t line, CsvColumn c, const char* what) const {
     std::string_view text = field(c);
     if (text == "(nil)" || text == "nullptr" || text == "(null)") return 0;
     if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
@@ -252,7 +252,7 @@ TorchSnapshot read_rmm_log(std::string_view csv, std::string_view source) {
     pos = end + 1;
     ++number;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (trim(line).empty()) continue;
+    if (trim_blanks(line).empty()) continue;
     reader.split(line, number);
     if (reader.read_header()) {  // the first header, or a repeated one
       reader.set_width();        // each header governs the rows after it

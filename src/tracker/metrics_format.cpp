@@ -41,7 +41,7 @@ std::int64_t as_int(const MetricValue& v) {
   return static_cast<std::int64_t>(std::get<double>(v));
 }
 
-struct Unit {
+struct ColumnUnit {
   const char* name;
   double scale;
 };
@@ -50,12 +50,12 @@ struct Unit {
 // biggest value reaches, then smaller ones while the smallest non-zero value would show under
 // 1.00 and the biggest stays under 10,000 (1.5 GiB beside 100 MiB prints as 1536.00 and
 // 100.00 MiB, not 1.50 and 0.10 GiB).
-Unit memory_unit(double max_abs, double min_nonzero_abs) {
-  constexpr Unit units[] = {{"TiB", 1099511627776.0},
-                            {"GiB", 1073741824.0},
-                            {"MiB", 1048576.0},
-                            {"KiB", 1024.0},
-                            {"B", 1.0}};
+ColumnUnit memory_unit(double max_abs, double min_nonzero_abs) {
+  constexpr ColumnUnit units[] = {{"TiB", 1099511627776.0},
+                                  {"GiB", 1073741824.0},
+                                  {"MiB", 1048576.0},
+                                  {"KiB", 1024.0},
+                                  {"B", 1.0}};
   std::size_t i = 0;
   while (i + 1 < std::size(units) && max_abs < units[i].scale) ++i;
   while (i + 1 < std::size(units) && min_nonzero_abs < units[i].scale &&
@@ -65,8 +65,8 @@ Unit memory_unit(double max_abs, double min_nonzero_abs) {
   return units[i];
 }
 
-Unit flops_unit(double max_abs) {
-  return max_abs >= 1e12 ? Unit{"TFLOP", 1e12} : Unit{"GFLOP", 1e9};
+ColumnUnit flops_unit(double max_abs) {
+  return max_abs >= 1e12 ? ColumnUnit{"TFLOP", 1e12} : ColumnUnit{"GFLOP", 1e9};
 }
 
 // Python's str(round(v, 4)), which is what the Trainer prints for floats.
@@ -114,8 +114,8 @@ std::map<std::string, std::string> metrics_format(const Metrics& metrics,
     }
     if (c == Column::flops) max_flops = std::max(max_flops, std::fabs(as_double(value)));
   }
-  const Unit mem = memory_unit(max_memory, min_memory);
-  const Unit flop = flops_unit(max_flops);
+  const ColumnUnit mem = memory_unit(max_memory, min_memory);
+  const ColumnUnit flop = flops_unit(max_flops);
 
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : metrics) {

@@ -1,6 +1,6 @@
 // Stage marks for `memscope run` (stage_marks.hpp): one JSON line per mark, one write(2).
 //
-// Where marks go is resolved once per process and kept in an immutable Target published through
+// Where marks go is resolved once per process and kept in an immutable MarkTarget published through
 // an atomic pointer, so writers take no lock (a fork() while another thread writes cannot leave
 // a lock held in the child). A target is checked again before each write (one fstat: marks are
 // rare) because descriptors can change under us: a parent such as Python's subprocess or torchrun
@@ -31,17 +31,17 @@ namespace {
 
 // Where this process writes marks. Never changed once published; replaced ones stay reachable
 // through `previous` (they are few: one per process image, fork or lost descriptor).
-struct Target {
+struct MarkTarget {
   pid_t pid = 0;          // the process that resolved it
   int fd = -1;            // -1: marks are disabled
   bool owned = false;     // opened by us on MEMSCOPE_MARKS_PATH (O_NONBLOCK)
   bool blocking = false;  // the inherited descriptor without O_NONBLOCK: check room first
   dev_t dev = 0;          // the pipe, to notice a descriptor that now names something else
   ino_t ino = 0;
-  const Target* previous = nullptr;
+  const MarkTarget* previous = nullptr;
 };
 
-std::atomic<const Target*> g_target{nullptr};
+std::atomic<const MarkTarget*> g_target{nullptr};
 
 bool same_file(const struct stat& a, const struct stat& b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
@@ -66,8 +66,8 @@ int inherited_fd(const char* fd_text, const struct stat* path_stat, struct stat&
 // Reads the variables and finds a descriptor of the pipe: the inherited one when it is valid and
 // non-blocking, else one opened on the path with O_NONBLOCK (the same pipe), else the inherited
 // blocking one (writes then check the room in the pipe first). Never throws.
-Target resolve() noexcept {
-  Target t;
+MarkTarget resolve() noexcept {
+  MarkTarget t;
   t.pid = ::getpid();
   // Read-only use of the environment, like every getenv in memscope.
   const char* path = std::getenv("MEMSCOPE_MARKS_PATH");   // NOLINT(concurrency-mt-unsafe)
@@ -108,20 +108,20 @@ Target resolve() noexcept {
 }
 
 // Whether `t` still names its pipe (nobody closed the descriptor or reused its number).
-bool still_valid(const Target& t) noexcept {
+bool still_valid(const MarkTarget& t) noexcept {
   struct stat st {};
   return ::fstat(t.fd, &st) == 0 && st.st_dev == t.dev && st.st_ino == t.ino;
 }
 
 // The current target, resolving it on first use, after fork, or when `stale` (the one the caller
 // found no longer valid) is still the published one. Never throws; null only without memory.
-const Target* current_target(const Target* stale = nullptr) noexcept {
-  const Target* t = g_target.load(std::memory_order_acquire);
+const MarkTarget* current_target(const MarkTarget* stale = nullptr) noexcept {
+  const MarkTarget* t = g_target.load(std::memory_order_acquire);
   const pid_t pid = ::getpid();
   if (t != nullptr && t != stale && t->pid == pid) return t;
   // A forked child keeps what it inherited when that still names the pipe (its own copy now).
   const bool inherit = t != nullptr && t != stale && t->fd >= 0 && still_valid(*t);
-  auto* fresh = new (std::nothrow) Target(inherit ? *t : resolve());
+  auto* fresh = new (std::nothrow) MarkTarget(inherit ? *t : resolve());
   if (fresh == nullptr) return nullptr;
   fresh->pid = pid;
   fresh->previous = t;
@@ -198,7 +198,7 @@ bool room_for(int fd, std::size_t size) noexcept {
 
 // One write(2) of the whole line, with SIGPIPE blocked: a reader that has gone must not kill the
 // process (EPIPE drops the mark, and the SIGPIPE it raised is consumed unless one was pending).
-void write_line(const Target& t, const std::string& line) noexcept {
+void write_line(const MarkTarget& t, const std::string& line) noexcept {
   if (t.blocking && !room_for(t.fd, line.size())) return;
   sigset_t pipe_only;
   sigset_t old_mask;
@@ -224,13 +224,13 @@ void write_line(const Target& t, const std::string& line) noexcept {
 }  // namespace
 
 bool stage_marks_enabled() noexcept {
-  const Target* t = current_target();
+  const MarkTarget* t = current_target();
   return t != nullptr && t->fd >= 0;
 }
 
 void write_stage_mark(std::string_view kind, std::string_view stage,
                       const std::map<std::string, std::int64_t>& metrics) noexcept {
-  const Target* t = current_target();
+  const MarkTarget* t = current_target();
   if (t == nullptr || t->fd < 0) return;
   if (!still_valid(*t)) {
     t = current_target(t);
@@ -245,12 +245,12 @@ void write_stage_mark(std::string_view kind, std::string_view stage,
 }
 
 void detail::reset_stage_marks() noexcept {
-  const Target* t = g_target.exchange(nullptr, std::memory_order_acq_rel);
+  const MarkTarget* t = g_target.exchange(nullptr, std::memory_order_acq_rel);
   // Only the newest owned descriptor is surely still ours: an older one may have been closed by
   // someone else and its number reused.
   if (t != nullptr && t->owned && t->pid == ::getpid() && still_valid(*t)) ::close(t->fd);
   while (t != nullptr) {
-    const Target* previous = t->previous;
+    const MarkTarget* previous = t->previous;
     delete t;
     t = previous;
   }

@@ -26,12 +26,16 @@
 #include "multi_stream_plan.hpp"
 #include "steady_state.hpp"
 #include "steady_state_checks.hpp"
+#include "test_scale.hpp"
 #include "trace_corpus.hpp"
 
 namespace memscope {
 namespace {
 
-constexpr int kIterations = 10;
+// 10 iterations back to back; 2 in the sanitizer builds (test_scale.hpp).
+int iterations() {
+  return testing::scaled_iterations(10);
+}
 constexpr double kCreep = 0.0005;  // the goal: iteration 10 <= iteration 1 + 0.05%
 
 std::string moving_pages(std::string_view policy) {
@@ -44,7 +48,7 @@ std::vector<double> validated_ratios(const ReplayPlan& plan, const std::string& 
   CachingAllocator allocator(std::make_shared<SimulatedBackend>(64 * GiB),
                              AllocatorConfig::parse(config));
   std::vector<double> ratios;
-  for (int i = 0; i < kIterations; ++i) {
+  for (int i = 0; i < iterations(); ++i) {
     allocator.reset_peak_stats();
     std::unordered_map<std::uint64_t, void*> live;
     for (const ReplayOp& op : plan.ops) {
@@ -108,7 +112,7 @@ TEST(ExpandableSteadyState, TheDefaultMovesNoPageAfterTheFirstIteration) {
 // address among equal sizes, cs336-medium ctx128 reserved 1.0448 of its live peak against
 // 1.0089 (now 1.0080).
 TEST(ExpandableSteadyState, DefaultNeverAbovePyTorchsExpandableRulesOnTheCorpus) {
-  const auto traces = corpus::all_traces();
+  const auto traces = testing::scaled_traces(corpus::all_traces(), corpus::kSmallTrainStep);
   if (traces.empty()) {
     GTEST_SKIP() << "no traces in " << corpus::traces_dir() << " (MEMSCOPE_TRACES)";
   }
@@ -129,7 +133,7 @@ void expect_real_trace_steady(std::string_view name, double bound) {
   for (const char* policy : {"above_peak", "always"}) {
     SCOPED_TRACE(policy);
     const bench::SteadyState s =
-        bench::memscope_steady_state(plan, moving_pages(policy), kIterations);
+        bench::memscope_steady_state(plan, moving_pages(policy), iterations());
     expect_no_creep(s.ratios);
     EXPECT_LE(*std::max_element(s.ratios.begin(), s.ratios.end()), bound);
   }

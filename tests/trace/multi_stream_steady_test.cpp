@@ -14,6 +14,7 @@
 #include "multi_stream_plan.hpp"
 #include "steady_state.hpp"
 #include "steady_state_checks.hpp"
+#include "test_scale.hpp"
 
 namespace memscope {
 namespace {
@@ -57,9 +58,10 @@ TEST(MultiStreamSteadyState, AboveThePeakAStreamTakesOtherStreamsFreePages) {
   for (const std::uint64_t seed : {1U, 2U, 3U, 4U, 5U, 6U}) {
     SCOPED_TRACE(seed);
     const ReplayPlan plan = bench::three_stream_training_step(seed);
+    const int iterations = testing::scaled_iterations(10);
     const bench::SteadyState ours = bench::memscope_steady_state(
-        plan, "expandable_segments:true,expandable_segments_recycling:above_peak", 10);
-    ASSERT_EQ(ours.ratios.size(), 10U);
+        plan, "expandable_segments:true,expandable_segments_recycling:above_peak", iterations);
+    ASSERT_EQ(ours.ratios.size(), static_cast<std::size_t>(iterations));
     for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
       EXPECT_LE(ours.ratios[i], 1.02) << "iteration " << i + 1;
     }

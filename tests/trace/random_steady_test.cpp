@@ -8,8 +8,10 @@
 //   iteration 1), nor, replayed, with those that move pages;
 // and at capacity, the smallest device memscope's default rules fit on at or below PyTorch's
 // (bench/capacity_fit.hpp, 3 iterations).
-// Two families: random_step() seeds 1-1000 and random_wide_step() seeds 1-300 (a few seconds);
-// MEMSCOPE_RANDOM_STEPS=N searches seeds 1..N of both instead. Before the front cache asked
+// Two families: random_step() seeds 1-1000 and random_wide_step() seeds 1-300 (about 90 s in the
+// Release build on 2 cores); MEMSCOPE_RANDOM_STEPS=N searches seeds 1..N of both instead, and
+// the sanitizer builds search 100 of each over 2 iterations (test_scale.hpp). The seeds that once
+// failed run in full at every scale. Before the front cache asked
 // keeps_placement() on the slow path, random_step() seeds 229, 387 and 737 reserved more than
 // PyTorch's rules when replayed (229: 1.5073 of the live peak against 1.4655), and seed 540 more
 // than PyTorch's expandable rules; before a slow free flushed its stream's front cache, seeds
@@ -19,7 +21,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "random_step_plan.hpp"
 #include "steady_state.hpp"
 #include "steady_state_checks.hpp"
+#include "test_scale.hpp"
 
 namespace memscope {
 namespace {
@@ -41,14 +43,9 @@ struct Search {
   std::uint64_t seeds;
 };
 
-std::uint64_t seeds_or(std::uint64_t fallback) {
-  const char* env = std::getenv("MEMSCOPE_RANDOM_STEPS");
-  return env == nullptr ? fallback : std::strtoull(env, nullptr, 10);
-}
-
 std::vector<Search> searches(std::uint64_t step_seeds, std::uint64_t wide_seeds) {
-  return {{"random_step", &testing::random_step, seeds_or(step_seeds)},
-          {"random_wide_step", &testing::random_wide_step, seeds_or(wide_seeds)}};
+  return {{"random_step", &testing::random_step, testing::scaled_seeds(step_seeds)},
+          {"random_wide_step", &testing::random_wide_step, testing::scaled_seeds(wide_seeds)}};
 }
 
 // Iteration 10 within 0.0005 of iteration 1, replayed, with expandable segments and each policy.
@@ -59,7 +56,8 @@ void expect_no_creep_when_replayed(std::initializer_list<const char*> policies) 
         SCOPED_TRACE(std::string(policy) + ", " + s.name + " seed " + std::to_string(seed));
         const bench::SteadyState ours = bench::memscope_steady_state(
             s.family(seed),
-            std::string("expandable_segments:true,expandable_segments_recycling:") + policy, 10);
+            std::string("expandable_segments:true,expandable_segments_recycling:") + policy,
+            testing::scaled_iterations(10));
         EXPECT_LE(ours.ratios.back(), ours.ratios.front() + 0.0005);
       }
     }
@@ -131,7 +129,7 @@ TEST(RandomSteadyState, AtCapacityDefaultRulesFitWherePyTorchsDo) {
   for (const Search& s : searches(300, 100)) {
     for (std::uint64_t seed = 1; seed <= s.seeds; ++seed) {
       SCOPED_TRACE(std::string(s.name) + " seed " + std::to_string(seed));
-      const bench::CapacityFit fit = bench::fit_both(s.family(seed), 3);
+      const bench::CapacityFit fit = bench::fit_both(s.family(seed), testing::scaled_iterations(3));
       ASSERT_NE(fit.torch, 0U);
       EXPECT_NE(fit.memscope, 0U);
       EXPECT_LE(fit.memscope, fit.torch);

@@ -2,8 +2,8 @@
 // back to back through memscope and through a model of PyTorch's rules (bench/steady_state.hpp),
 // memscope's peak reserved / peak live at or below the model's in every iteration (to the
 // table's 4 decimals), both as replay() runs it (a peak window open: every call off the hot
-// path) and as a program calls the allocator (the hot path taken where it may be). Test code
-// only.
+// path) and as a program calls the allocator (the hot path taken where it may be); 2 iterations
+// in the sanitizer builds (test_scale.hpp). Test code only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 
 #include "memscope/replay.hpp"
 #include "steady_state.hpp"
+#include "test_scale.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 
@@ -29,11 +30,11 @@ inline void expect_at_or_below(const std::vector<double>& ours, const std::vecto
 
 template <class Model>
 void expect_memscope_at_or_below(const ReplayPlan& plan, const std::string& config, Model& model) {
-  constexpr int kIterations = 10;
-  const std::vector<double> theirs = bench::model_steady_state(plan, model, kIterations).ratios;
-  expect_at_or_below(bench::memscope_steady_state(plan, config, kIterations).ratios, theirs,
+  const int iterations = scaled_iterations(10);
+  const std::vector<double> theirs = bench::model_steady_state(plan, model, iterations).ratios;
+  expect_at_or_below(bench::memscope_steady_state(plan, config, iterations).ratios, theirs,
                      "replayed");
-  expect_at_or_below(bench::memscope_direct_ratios(plan, config, kIterations), theirs,
+  expect_at_or_below(bench::memscope_direct_ratios(plan, config, iterations), theirs,
                      "called directly");
 }
 

@@ -13,6 +13,7 @@
 #include "capacity_fit.hpp"
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
+#include "test_scale.hpp"
 #include "torch_rules.hpp"
 #include "trace_corpus.hpp"
 
@@ -156,14 +157,14 @@ TEST(TorchRulesAtCapacity, RandomStepsKeepTheirBookkeeping) {
 // "At capacity"; three of the 30 fits were up to 0.03 GB above before the front cache kept
 // PyTorch's placement).
 TEST(TorchRulesAtCapacity, CorpusFitsMemscopeNoLargerThanPyTorch) {
-  const auto traces = corpus::all_traces();
+  const auto traces = testing::scaled_traces(corpus::all_traces(), corpus::kSmallTrainStep);
   if (traces.empty())
     GTEST_SKIP() << "no traces in " << corpus::traces_dir() << " (MEMSCOPE_TRACES)";
   for (const auto& path : traces) {
     SCOPED_TRACE(path.filename().string());
     const TorchSnapshot snapshot = read_trace_file(path);
     const ReplayPlan plan = build_replay_plan(snapshot, trace_devices(snapshot).at(0));
-    for (const int iterations : {1, 10}) {
+    for (const int iterations : {1, testing::scaled_iterations(10)}) {
       const auto fit = bench::fit_both(plan, iterations);
       ASSERT_NE(fit.torch, 0U) << iterations << " iterations: PyTorch's rules fit nowhere";
       ASSERT_NE(fit.memscope, 0U) << iterations << " iterations: memscope fits nowhere";

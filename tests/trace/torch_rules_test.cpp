@@ -16,6 +16,7 @@
 #include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 #include "steady_state.hpp"
+#include "test_scale.hpp"
 #include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 #include "trace_corpus.hpp"
@@ -138,7 +139,7 @@ TEST(TorchRules, MemscopeReservesAsTheRulesOnRandomSteps) {
 // 1.0280). Two traces still miss (docs/design.md, "Front cache": a hit just above a free block):
 // they must not get worse than measured.
 TEST(TorchRules, CorpusNeverAbovePyTorchInTheSteadyState) {
-  const auto traces = corpus::all_traces();
+  const auto traces = testing::scaled_traces(corpus::all_traces(), corpus::kSmallTrainStep);
   if (traces.empty())
     GTEST_SKIP() << "no traces in " << corpus::traces_dir() << " (MEMSCOPE_TRACES)";
   const std::map<std::string, double> known_misses = {
@@ -148,9 +149,10 @@ TEST(TorchRules, CorpusNeverAbovePyTorchInTheSteadyState) {
     SCOPED_TRACE(path.filename().string());
     const TorchSnapshot snapshot = read_trace_file(path);
     const ReplayPlan plan = build_replay_plan(snapshot, trace_devices(snapshot).at(0));
-    const auto ours = bench::memscope_steady_state(plan, "", 3);
+    const int iterations = testing::scaled_iterations(3);
+    const auto ours = bench::memscope_steady_state(plan, "", iterations);
     bench::TorchRulesReplayer model(bench::TieBreak::lowest_address);
-    const auto theirs = bench::model_steady_state(plan, model, 3);
+    const auto theirs = bench::model_steady_state(plan, model, iterations);
     const auto miss = known_misses.find(path.filename().string());
     for (std::size_t i = 0; i < ours.ratios.size(); ++i) {
       const double bound = miss != known_misses.end() ? miss->second : theirs.ratios[i];

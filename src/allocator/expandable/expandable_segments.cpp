@@ -42,14 +42,6 @@ namespace memscope::detail {
 
 namespace {
 
-void* as_pointer(std::uintptr_t address) {
-  return reinterpret_cast<void*>(address);  // NOLINT(performance-no-int-to-ptr)
-}
-
-std::size_t round_up(std::size_t n, std::size_t page) {
-  return (n + page - 1) / page * page;
-}
-
 void unlink_unmapped(Segment& s, Block* b) noexcept {
   if (b->bin_prev != nullptr) {
     b->bin_prev->bin_next = b->bin_next;

@@ -16,19 +16,14 @@ namespace memscope {
 
 using detail::check_cuda;
 using detail::CudaDriver;
+using detail::to_event;
+using detail::to_stream;
 
 namespace {
 
 // Events beyond this many idle ones are destroyed instead of pooled: a burst of pending frees
 // should not pin driver objects for the rest of the run.
 constexpr std::size_t kMaxPooledEvents = 1024;
-
-cu::CUevent to_event(EventId event) noexcept {
-  return reinterpret_cast<cu::CUevent>(event);  // NOLINT(performance-no-int-to-ptr)
-}
-cu::CUstream to_stream(StreamId stream) noexcept {
-  return reinterpret_cast<cu::CUstream>(stream);  // NOLINT(performance-no-int-to-ptr)
-}
 
 }  // namespace
 

@@ -15,6 +15,16 @@
 
 namespace memscope {
 
+namespace detail {
+// memscope's stream and event ids are the driver's handles (cuda_backend.hpp).
+inline cu::CUstream to_stream(StreamId stream) noexcept {
+  return reinterpret_cast<cu::CUstream>(stream);  // NOLINT(performance-no-int-to-ptr)
+}
+inline cu::CUevent to_event(EventId event) noexcept {
+  return reinterpret_cast<cu::CUevent>(event);  // NOLINT(performance-no-int-to-ptr)
+}
+}  // namespace detail
+
 struct CudaBackend::State {
   std::shared_ptr<const detail::CudaDriver> driver;
   int index = 0;

@@ -19,14 +19,12 @@ namespace memscope {
 
 using detail::check_cuda;
 using detail::CudaDriver;
+using detail::to_stream;
 
 namespace {
 
 cu::CUdeviceptr to_device(const void* p) noexcept {
   return reinterpret_cast<cu::CUdeviceptr>(p);
-}
-cu::CUstream to_stream(StreamId stream) noexcept {
-  return reinterpret_cast<cu::CUstream>(stream);  // NOLINT(performance-no-int-to-ptr)
 }
 
 // Pinned device memory on `device`, not exportable: what cuMemAlloc gives, page by page.

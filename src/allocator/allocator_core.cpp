@@ -12,12 +12,6 @@ using detail::FreeBins;
 using detail::Segment;
 using detail::signed_size;
 
-namespace {
-// Blocks and segments the recyclers keep across empty_cache(); the rest go back to the system.
-constexpr std::size_t kSpareBlocks = 64;
-
-}  // namespace
-
 AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
     : backend_(backend),
       config_(config),
@@ -72,7 +66,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     // of 3,000 random steps reserved more from their second iteration on.
     if (pools.recent.count != 0) {
       if (Block* recent = detail::FrontCache::take_newest(pools.recent, rounded)) {
-        flush_recent_into(pools.recent, *recent->segment->bins);
+        detail::FrontCache::flush_into(pools.recent, *recent->segment->bins, merge_recent());
         if (!rules_.places_by_address && detail::FrontCache::keeps_placement(recent)) {
           return reuse_recent(recent, size);
         }
@@ -86,7 +80,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   // Only this stream's front cache: its blocks are the only ones this stream's bins can use, and
   // walking every stream's here made many streams quadratic. Releasing cached
   // memory (release_all_cached) and garbage collection still flush every stream.
-  flush_recent_of(pools.recent);
+  detail::FrontCache::flush(pools.recent, merge_recent());
   Block* block = nullptr;
   bool small = false;
   if (size <= detail::kLargestRequest) {
@@ -171,7 +165,7 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
   // directly, without a replay's peak window, reserved 1.18 of their live peak against
   // PyTorch's expandable rules' 1.0017: the hit took the newer of two freed blocks of one size).
   // The other pool's stay: they are no neighbours, and no fit for this block's size.
-  flush_recent_into(*block->segment->recent, *block->segment->bins);
+  detail::FrontCache::flush_into(*block->segment->recent, *block->segment->bins, merge_recent());
   if (block->pending_events == 0 && !front_cache_.bypassed() &&
       (!rules_.split_every_remainder ||
        ((off_hot_path_ & Gate::kWaiting) == 0 && detail::FrontCache::keeps_placement(block))) &&
@@ -190,17 +184,7 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
 }
 
 void AllocatorCore::flush_recent() noexcept {
-  const auto merge = [this](Block* b) { flush_recent_block(b); };
-  if (front_cache_.flush_all(store_, statistics_.frees(), merge)) ++stream_walks_;
-}
-
-void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
-  detail::FrontCache::flush(recent, [this](Block* b) { flush_recent_block(b); });
-}
-
-void AllocatorCore::flush_recent_into(detail::RecentFrees& recent,
-                                      const detail::FreeBins& bins) noexcept {
-  detail::FrontCache::flush_into(recent, bins, [this](Block* b) { flush_recent_block(b); });
+  if (front_cache_.flush_all(store_, statistics_.frees(), merge_recent())) ++stream_walks_;
 }
 
 void AllocatorCore::flush_recent_block(Block* block) noexcept {
@@ -225,7 +209,7 @@ void AllocatorCore::cache_block(Block* block) noexcept {
       config_.page_recycling == AllocatorConfig::PageRecycling::above_peak) {
     flush_recent();
   } else {
-    flush_recent_of(*block->segment->recent);
+    detail::FrontCache::flush(*block->segment->recent, merge_recent());
   }
   uncount_active(block);
   merge_into_bins(block);
@@ -240,21 +224,13 @@ void AllocatorCore::merge_into_bins(Block* block) noexcept {
 }
 
 void AllocatorCore::record_stream(void* ptr, StreamId stream) {
-  // Address 0 is the pointer map's empty key: find() must never see it.
-  Block* block =
-      ptr == nullptr ? nullptr : store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (block == nullptr || !block->use.allocated) {
+  Block* block = store_.allocated_at(ptr);
+  if (block == nullptr) {
     throw InvalidPointerError(
         "record_stream: the pointer is not a live allocation of this "
         "allocator (freed already, or allocated elsewhere)");
   }
   detail::StreamEvents::add_use(*block, stream);
-}
-
-const Block* AllocatorCore::find(const void* ptr) const noexcept {
-  if (ptr == nullptr) return nullptr;  // the pointer map's empty key: find() must never see it
-  const Block* block = store_.live().find(reinterpret_cast<std::uintptr_t>(ptr));
-  return block != nullptr && block->use.allocated ? block : nullptr;
 }
 
 std::size_t AllocatorCore::empty_cache() {
@@ -268,7 +244,7 @@ std::size_t AllocatorCore::empty_cache() {
   if (recording_events()) {
     recording_.event(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   }
-  store_.trim_spares(kSpareBlocks);
+  store_.trim_spares();
   return released;
 }
 

@@ -57,7 +57,9 @@ class AllocatorCore {
   // cache; false (nothing changed) for every other case, which deallocate() then handles.
   [[nodiscard]] bool free_to_front_cache(void* ptr) noexcept;
   void record_stream(void* ptr, StreamId stream);
-  [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
+  [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept {
+    return store_.allocated_at(ptr);
+  }
   std::size_t empty_cache();
 
   // Moves every block of the front cache (RecentFrees) of every stream into the bins, merging
@@ -76,11 +78,9 @@ class AllocatorCore {
   void reset_accumulated_stats() noexcept { statistics_.reset_accumulated(); }
   void count_invalid_free() noexcept { statistics_.count_invalid_free(); }
   [[nodiscard]] Snapshot snapshot() const;
-  // Checks every invariant of the bookkeeping (listed in core_validate.cpp): segments tiled
-  // exactly by their blocks, free bins holding exactly the cached blocks, the pointer map
-  // exactly the allocated ones, statistics equal to what the blocks say. Throws InternalError
-  // naming the broken invariant and the block or segment. O(n log n) in the blocks: for tests
-  // and debug builds, never on the hot path of a release build.
+  // Checks every invariant of the bookkeeping (docs/design.md lists the families), each with
+  // the component that owns it. Throws InternalError naming the broken invariant and the block
+  // or segment. O(n log n) in the blocks: for tests and debug builds, never on the hot path.
   void validate() const;
   // The gate reuse() and file_if_hot() test (HotPathGate), and what it must be.
   [[nodiscard]] unsigned off_hot_path() const noexcept { return off_hot_path_; }
@@ -143,10 +143,10 @@ class AllocatorCore {
   void keep_recent(detail::Block* block) noexcept;
   // A recent block out of the front cache (already out of its list) and merged into its bins.
   void flush_recent_block(detail::Block* block) noexcept;
-  // One stream's front cache into its bins (flush_recent() does every stream's).
-  void flush_recent_of(detail::RecentFrees& recent) noexcept;
-  // Only those of `recent` that `bins` would hold, in the order they were freed; the others stay.
-  void flush_recent_into(detail::RecentFrees& recent, const detail::FreeBins& bins) noexcept;
+  // What the front cache's flushes pass each block to: flush_recent_block().
+  [[nodiscard]] auto merge_recent() noexcept {
+    return [this](detail::Block* b) { flush_recent_block(b); };
+  }
   // The miss path's memory from the segment source: grow, else release some and grow again,
   // else release everything cached and grow once more; nullptr when even that failed.
   [[nodiscard]] detail::Block* grow(StreamPools& pools, bool small, std::size_t rounded);

@@ -152,7 +152,8 @@ class BlockStore {
   [[nodiscard]] Block* acquire_block() noexcept { return block_recycler_.acquire(); }
   void recycle_block(Block* block) noexcept { block_recycler_.recycle(block); }
   // Spare blocks and segments beyond `keep` each go back to the system (empty_cache()).
-  void trim_spares(std::size_t keep) noexcept {
+  static constexpr std::size_t kSpares = 64;
+  void trim_spares(std::size_t keep = kSpares) noexcept {
     block_recycler_.trim(keep);
     segment_recycler_.trim(keep);
   }
@@ -172,6 +173,12 @@ class BlockStore {
   // --- The pointer map: allocated and recent blocks (a recent one is not allocated) ---------
   [[nodiscard]] PointerMap& live() noexcept { return live_; }
   [[nodiscard]] const PointerMap& live() const noexcept { return live_; }
+  // The allocated block at `ptr`, or null (null, not in the map, or a recent block).
+  [[nodiscard]] Block* allocated_at(const void* ptr) const noexcept {
+    if (ptr == nullptr) return nullptr;  // the pointer map's empty key: find() must never see it
+    Block* block = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+    return block != nullptr && block->use.allocated ? block : nullptr;
+  }
 
   // The segments and blocks as plain values: an expandable segment shows as one segment per
   // contiguous mapped run of its blocks; in address order.

@@ -1,5 +1,6 @@
 // BlockStore through its own interface: each stream's pools (made on first use, the last used
 // kept, the unused dropped), segments filed and forgotten with their blocks, split and join,
+// a free block merged with its cached neighbours, the allocated blocks by address,
 // the layout snapshot() shows (an expandable segment's mapped runs as segments), and its
 // page-donor checker. No backend: the store calls none. Cost: under 0.1 s.
 #include <gtest/gtest.h>
@@ -132,6 +133,23 @@ TEST(BlockStore, AFreeBlockMergesWithItsCachedNeighboursAndSaysWhatInactiveSplit
   EXPECT_EQ(pools.large.count(), 0U);
   EXPECT_EQ(second.split_blocks, -2);
   EXPECT_EQ(second.split_bytes, -static_cast<std::int64_t>(3 * MiB + 4 * MiB));
+}
+
+TEST(BlockStore, AllocatedAtFindsOnlyAllocatedBlocksInThePointerMap) {
+  BlockStore store(false);
+  StreamPools& pools = store.pools_for(1);
+  store.prepare(1, 1);
+  Segment* s = store.add_segment(pools, true, at(0x200000), 2 * MiB);
+  Block* b = s->first;
+  store.live().reserve_one();
+  store.live().insert(b->address, b);
+  EXPECT_EQ(store.allocated_at(at(b->address)), nullptr);  // mapped, not allocated: recent
+  b->use.allocated = true;
+  EXPECT_EQ(store.allocated_at(at(b->address)), b);
+  EXPECT_EQ(store.allocated_at(at(b->address + 512)), nullptr);
+  EXPECT_EQ(store.allocated_at(nullptr), nullptr);
+  store.live().erase(b->address);
+  EXPECT_EQ(store.allocated_at(at(b->address)), nullptr);
 }
 
 TEST(BlockStore, PageDonorsAreListedAsTheSettingSays) {

@@ -23,6 +23,10 @@
 //   --doc, into the "capacity-table" section.
 //   --policies: instead, memscope with expandable segments under each page-recycling policy
 //   (never, at_limit, above_peak, always), 10 iterations; with --doc, into "policy-table".
+//   --replay-once SETTINGS: instead, each trace's first device replayed once through replay()
+//   with those allocator settings ("" the defaults), and the operations counted: what the slow
+//   path's instructions per op are measured on (valgrind --tool=callgrind
+//   --toggle-collect='memscope::replay(*' ..., its Ir over the operations printed).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -130,6 +134,23 @@ std::optional<DevicePlan> first_device_plan(const std::filesystem::path& path) {
   }
   d.recorded_ms = static_cast<double>(last - first) / 1000.0;
   return d;
+}
+
+// --replay-once: one replay() per trace, the operations replayed in all.
+int replay_once(const std::vector<std::filesystem::path>& traces, const std::string& settings) {
+  memscope::ReplayOptions options;
+  options.config = memscope::AllocatorConfig::parse(settings);
+  std::size_t operations = 0;
+  for (const std::filesystem::path& path : traces) {
+    const std::optional<DevicePlan> d = first_device_plan(path);
+    if (!d) continue;
+    const memscope::ReplayResult r = memscope::replay(d->plan, options);
+    operations += d->plan.ops.size();
+    fmt::print("{}: {} ops, peak reserved {}\n", path.stem().string(), d->plan.ops.size(),
+               r.peak_reserved);
+  }
+  fmt::print("{} traces, {} operations\n", traces.size(), operations);
+  return 0;
 }
 
 // The recorded step's duration, or "—" for a plan with none (the synthetic steps).
@@ -362,6 +383,7 @@ int main(int argc, char** argv) {
   std::string doc;
   bool capacity = false;
   bool policies = false;
+  std::optional<std::string> once;
   std::vector<std::filesystem::path> traces;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -371,11 +393,15 @@ int main(int argc, char** argv) {
       capacity = true;
     } else if (arg == "--policies") {
       policies = true;
+    } else if (arg == "--replay-once" && i + 1 < argc) {
+      once = argv[++i];
     } else if (arg == "--doc" && i + 1 < argc) {
       doc = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
-      fmt::print("usage: {} [--iterations N] [--capacity | --policies] [--doc FILE] [trace...]\n",
-                 argv[0]);
+      fmt::print(
+          "usage: {} [--iterations N] [--capacity | --policies | --replay-once SETTINGS] [--doc "
+          "FILE] [trace...]\n",
+          argv[0]);
       return 0;
     } else {
       traces.emplace_back(arg);
@@ -387,6 +413,7 @@ int main(int argc, char** argv) {
                memscope::corpus::traces_dir().string());
     return 0;
   }
+  if (once) return replay_once(traces, *once);
   const auto start = std::chrono::steady_clock::now();
   if (policies) return print_table(policies_table(traces, iterations, start), doc, "policy-table");
   if (!capacity)

@@ -154,7 +154,7 @@ inline bool FrontCache::keeps_placement(const Block* block) noexcept {
   if (next->unmapped) return block->segment->bins->count() == 0;
   // Best fit takes the lowest address among equal sizes: not this block if the bins hold one
   // of its size below it.
-  const Block* fit = block->segment->bins->best_fit_lowest(block->size);
+  const Block* fit = block->segment->bins->best_fit(block->size);
   return fit == nullptr || fit->size != block->size || fit->address > block->address;
 }
 

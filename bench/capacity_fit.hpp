@@ -9,7 +9,9 @@
 // to the same largest capacity: four times the larger of their peaks reserved on an unlimited
 // device. Neither allocator's behaviour is monotonic in capacity, so the answer is "fits here,
 // not one grid step below", as fit_capacity() documents.
-// Bench and test code (memscope_corpus_bench --capacity, tests/trace/torch_rules_capacity_test).
+// fit_both_expandable(): the same with expandable segments on both sides.
+// Bench and test code (memscope_corpus_bench --capacity, tests/trace/torch_rules_capacity_test,
+// tests/trace/torch_expandable_capacity_test).
 #pragma once
 
 #include <algorithm>
@@ -19,6 +21,8 @@
 #include "memscope/config.hpp"
 #include "memscope/replay.hpp"
 #include "memscope/units.hpp"
+#include "torch_expandable_capacity.hpp"
+#include "torch_expandable_rules.hpp"
 #include "torch_rules.hpp"
 
 namespace memscope::bench {
@@ -63,6 +67,35 @@ struct CapacityFit {
   out.memscope = m.fits ? m.capacity : 0;
   const FitResult t = fit_by_bisection(plan.peak_live, out.max_capacity, grid, [&](std::size_t c) {
     return torch_rules_fit(plan, c, iterations);
+  });
+  out.torch = t.fits ? t.capacity : 0;
+  return out;
+}
+
+// The same with expandable segments on both sides: memscope with `config` (by default
+// expandable_segments:true, its default page recycling) against PyTorch's expandable segments at
+// capacity (torch_expandable_capacity.hpp), by the same bisection up to four times the larger
+// unlimited peak.
+[[nodiscard]] inline CapacityFit fit_both_expandable(
+    const ReplayPlan& plan, int iterations, const std::string& config = "expandable_segments:true",
+    std::size_t grid = 2 * MiB) {
+  ReplayOptions unlimited;
+  unlimited.config = AllocatorConfig::parse(config);
+  unlimited.capacity = std::size_t{1} << 60;
+  const auto ours =
+      static_cast<std::size_t>(std::max<std::int64_t>(replay(plan, unlimited).peak_reserved, 0));
+  const std::size_t theirs = replay_torch_expandable(plan).peak_reserved;
+  CapacityFit out;
+  out.max_capacity = 4 * std::max(ours, theirs);
+  FitOptions o;
+  o.config = unlimited.config;
+  o.precision = grid;
+  o.max_capacity = out.max_capacity;
+  o.iterations = iterations;
+  const FitResult m = fit_capacity(plan, o);
+  out.memscope = m.fits ? m.capacity : 0;
+  const FitResult t = fit_by_bisection(plan.peak_live, out.max_capacity, grid, [&](std::size_t c) {
+    return torch_expandable_fit(plan, c, iterations);
   });
   out.torch = t.fits ? t.capacity : 0;
   return out;

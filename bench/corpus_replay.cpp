@@ -23,6 +23,10 @@
 //   --doc, into the "capacity-table" section.
 //   --policies: instead, memscope with expandable segments under each page-recycling policy
 //   (never, at_limit, above_peak, always), 10 iterations; with --doc, into "policy-table".
+//   --replay-once SETTINGS: instead, each trace's first device replayed once through replay()
+//   with those allocator settings ("" the defaults), and the operations counted: what the slow
+//   path's instructions per op are measured on (valgrind --tool=callgrind
+//   --toggle-collect='memscope::replay(*' ..., its Ir over the operations printed).
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -132,54 +136,26 @@ std::optional<DevicePlan> first_device_plan(const std::filesystem::path& path) {
   return d;
 }
 
+// --replay-once: one replay() per trace, the operations replayed in all.
+int replay_once(const std::vector<std::filesystem::path>& traces, const std::string& settings) {
+  memscope::ReplayOptions options;
+  options.config = memscope::AllocatorConfig::parse(settings);
+  std::size_t operations = 0;
+  for (const std::filesystem::path& path : traces) {
+    const std::optional<DevicePlan> d = first_device_plan(path);
+    if (!d) continue;
+    const memscope::ReplayResult r = memscope::replay(d->plan, options);
+    operations += d->plan.ops.size();
+    fmt::print("{}: {} ops, peak reserved {}\n", path.stem().string(), d->plan.ops.size(),
+               r.peak_reserved);
+  }
+  fmt::print("{} traces, {} operations\n", traces.size(), operations);
+  return 0;
+}
+
 // The recorded step's duration, or "—" for a plan with none (the synthetic steps).
 std::string step_ms(double ms) {
   return ms > 0 ? fmt::format("{:.0f}", ms) : "—";
-}
-
-// The at-capacity table (--capacity).
-std::string capacity_table(const std::vector<std::filesystem::path>& traces, int iterations,
-                           int& ok) {
-  std::string table = fmt::format(
-      "Smallest simulated device (GB, 10^9 bytes, on a 2 MiB grid) on which each trace replays "
-      "without running out of memory: 1 iteration, and {} back to back on the cache the earlier "
-      "ones left. memscope: its default rules (fit_capacity); PyTorch: the model of its default "
-      "rules with its at-capacity order (bench/torch_rules.hpp, TorchLimits). memscope ≤ PyTorch: "
-      "in both columns. Then memscope with expandable_segments:true and the recycling policies "
-      "at_limit and above_peak, {} iterations.\n\n"
-      "| trace | peak live | memscope, 1 | PyTorch, 1 | memscope, {} | PyTorch, {} | memscope ≤ "
-      "PyTorch | expandable `at_limit`, {} | expandable `above_peak`, {} |\n"
-      "|---|---:|---:|---:|---:|---:|---|---:|---:|\n",
-      iterations, iterations, iterations, iterations, iterations, iterations);
-  const auto expandable_fit = [iterations](const ReplayPlan& plan, const char* policy) {
-    memscope::FitOptions o;
-    o.config = memscope::AllocatorConfig::parse(
-        fmt::format("expandable_segments:true,expandable_segments_recycling:{}", policy));
-    o.iterations = iterations;
-    const memscope::FitResult f = memscope::fit_capacity(plan, o);
-    return f.fits ? f.capacity : 0;
-  };
-  ok = 0;
-  for (const auto& path : traces) {
-    try {
-      const std::optional<DevicePlan> first = first_device_plan(path);
-      if (!first) continue;
-      const ReplayPlan& plan = first->plan;
-      const auto one = memscope::bench::fit_both(plan, 1);
-      const auto many = memscope::bench::fit_both(plan, iterations);
-      const auto le = [](std::size_t a, std::size_t b) { return a != 0 && (b == 0 || a <= b); };
-      const bool good = le(one.memscope, one.torch) && le(many.memscope, many.torch);
-      ok += good ? 1 : 0;
-      table +=
-          fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", short_name(path),
-                      gb(plan.peak_live), gb(one.memscope), gb(one.torch), gb(many.memscope),
-                      gb(many.torch), good ? "yes" : "**no**", gb(expandable_fit(plan, "at_limit")),
-                      gb(expandable_fit(plan, "above_peak")));
-    } catch (const std::exception& e) {
-      table += fmt::format("| {} | unreadable: {} | | | | | | | |\n", short_name(path), e.what());
-    }
-  }
-  return table;
 }
 
 // add_row(name, plan, recorded_ms) for every trace's first device, then for the synthetic
@@ -200,6 +176,56 @@ void add_rows(const std::vector<std::filesystem::path>& traces, AddRow& add_row,
     add_row(fmt::format("synthetic 3-stream training step (seed {})", seed),
             memscope::bench::three_stream_training_step(seed), 0.0);
   }
+}
+
+// The at-capacity table (--capacity); `ok`: rows where memscope's default rules fit no larger
+// than PyTorch's, `ok_expandable`: where its expandable segments fit no larger than PyTorch's.
+std::string capacity_table(const std::vector<std::filesystem::path>& traces, int iterations,
+                           int& ok, int& ok_expandable) {
+  std::string table = fmt::format(
+      "Smallest simulated device (GB, 10^9 bytes, on a 2 MiB grid) on which each trace replays "
+      "without running out of memory: 1 iteration, and {0} back to back on the cache the earlier "
+      "ones left. memscope: its default rules (fit_capacity); PyTorch: the model of its default "
+      "rules with its at-capacity order (bench/torch_rules.hpp, TorchLimits). memscope ≤ PyTorch: "
+      "in both columns. Then memscope with expandable_segments:true and the recycling policy "
+      "at_limit ({0} iterations) and its default, above_peak, beside the model of PyTorch's "
+      "expandable segments at capacity (bench/torch_expandable_capacity.hpp: free pages unmapped "
+      "by release_cached_blocks, holes mapped first, 20 MiB large pages); expandable ≤ PyTorch: "
+      "memscope's default policy in both columns.\n\n"
+      "| trace | peak live | memscope, 1 | PyTorch, 1 | memscope, {0} | PyTorch, {0} | memscope ≤ "
+      "PyTorch | expandable `at_limit`, {0} | expandable `above_peak`, 1 | PyTorch expandable, 1 | "
+      "expandable `above_peak`, {0} | PyTorch expandable, {0} | expandable ≤ PyTorch expandable "
+      "|\n"
+      "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|\n",
+      iterations);
+  const auto at_limit_fit = [iterations](const ReplayPlan& plan) {
+    memscope::FitOptions o;
+    o.config = memscope::AllocatorConfig::parse(
+        "expandable_segments:true,expandable_segments_recycling:at_limit");
+    o.iterations = iterations;
+    const memscope::FitResult f = memscope::fit_capacity(plan, o);
+    return f.fits ? f.capacity : 0;
+  };
+  const auto le = [](std::size_t a, std::size_t b) { return a != 0 && (b == 0 || a <= b); };
+  ok = 0;
+  ok_expandable = 0;
+  auto add_row = [&](const std::string& name, const ReplayPlan& plan, double /*recorded_ms*/) {
+    const auto one = memscope::bench::fit_both(plan, 1);
+    const auto many = memscope::bench::fit_both(plan, iterations);
+    const auto one_x = memscope::bench::fit_both_expandable(plan, 1);
+    const auto many_x = memscope::bench::fit_both_expandable(plan, iterations);
+    const bool good = le(one.memscope, one.torch) && le(many.memscope, many.torch);
+    const bool good_x = le(one_x.memscope, one_x.torch) && le(many_x.memscope, many_x.torch);
+    ok += good ? 1 : 0;
+    ok_expandable += good_x ? 1 : 0;
+    table += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                         name, gb(plan.peak_live), gb(one.memscope), gb(one.torch),
+                         gb(many.memscope), gb(many.torch), good ? "yes" : "**no**",
+                         gb(at_limit_fit(plan)), gb(one_x.memscope), gb(one_x.torch),
+                         gb(many_x.memscope), gb(many_x.torch), good_x ? "yes" : "**no**");
+  };
+  add_rows(traces, add_row, table, " | | | | | | | | | | | |");
+  return table;
 }
 
 // PyTorch's expandable rules through `iterations` back to back, with the pages they map after
@@ -362,6 +388,7 @@ int main(int argc, char** argv) {
   std::string doc;
   bool capacity = false;
   bool policies = false;
+  std::optional<std::string> once;
   std::vector<std::filesystem::path> traces;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -371,11 +398,15 @@ int main(int argc, char** argv) {
       capacity = true;
     } else if (arg == "--policies") {
       policies = true;
+    } else if (arg == "--replay-once" && i + 1 < argc) {
+      once = argv[++i];
     } else if (arg == "--doc" && i + 1 < argc) {
       doc = argv[++i];
     } else if (arg == "--help" || arg == "-h") {
-      fmt::print("usage: {} [--iterations N] [--capacity | --policies] [--doc FILE] [trace...]\n",
-                 argv[0]);
+      fmt::print(
+          "usage: {} [--iterations N] [--capacity | --policies | --replay-once SETTINGS] [--doc "
+          "FILE] [trace...]\n",
+          argv[0]);
       return 0;
     } else {
       traces.emplace_back(arg);
@@ -387,15 +418,19 @@ int main(int argc, char** argv) {
                memscope::corpus::traces_dir().string());
     return 0;
   }
+  if (once) return replay_once(traces, *once);
   const auto start = std::chrono::steady_clock::now();
   if (policies) return print_table(policies_table(traces, iterations, start), doc, "policy-table");
   if (!capacity)
     return print_table(steady_state_table(traces, iterations, start), doc, "corpus-table");
   int ok = 0;
-  std::string table = capacity_table(traces, iterations, ok);
+  int ok_expandable = 0;
+  std::string table = capacity_table(traces, iterations, ok, ok_expandable);
   table += fmt::format(
-      "\n{} traces from {}, in {:.1f} s: memscope ≤ PyTorch on {}.\n", traces.size(),
-      memscope::corpus::traces_dir().string(),
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ok);
+      "\n{} traces from {} and 3 synthetic, in {:.1f} s: memscope ≤ PyTorch on {}, expandable ≤ "
+      "PyTorch expandable on {}.\n",
+      traces.size(), memscope::corpus::traces_dir().string(),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), ok,
+      ok_expandable);
   return print_table(table, doc, "capacity-table");
 }

@@ -53,29 +53,21 @@ void FreeBins::leave_donors() noexcept {
 
 std::size_t FreeBins::storage_bytes() const noexcept {
   if (!indexed()) return 0;
-  const std::size_t classes =
-      small_pool_ ? (bins() + 1) * sizeof(void*) : bins() * sizeof(SizeTreap);
-  return sizeof(Index) + classes + word_count() * sizeof(std::uint64_t);
+  return sizeof(Index) + bins() * sizeof(SizeTreap) + word_count() * sizeof(std::uint64_t);
 }
 
 void FreeBins::build_index() noexcept {
   auto index = std::unique_ptr<Index>(new (std::nothrow) Index);
   if (index == nullptr) return;
   index->words.reset(new (std::nothrow) std::uint64_t[word_count()]());
-  if (small_pool_) {
-    index->lists.reset(new (std::nothrow) Block*[bins() + 1]());  // + best_fit()'s sentinel
-  } else {
-    index->trees.reset(new (std::nothrow) SizeTreap[bins()]);
-  }
-  if (index->words == nullptr || (index->lists == nullptr && index->trees == nullptr)) return;
+  index->trees.reset(new (std::nothrow) SizeTreap[bins()]);
+  if (index->words == nullptr || index->trees == nullptr) return;
   index_ = std::move(index);
-  // Oldest first (the list's tail first), so each small-pool class ends newest first.
-  Block* b = loose_;
-  while (b != nullptr && b->bin_next != nullptr) b = b->bin_next;
-  while (b != nullptr) {
-    Block* newer = b->bin_prev;
-    file_in_index(b);
-    b = newer;
+  for (Block* b = loose_; b != nullptr;) {
+    Block* const next = b->bin_next;  // insert() relinks b
+    index_->trees[b->bin].insert(b);
+    mark(b->bin, true);
+    b = next;
   }
   loose_ = nullptr;
 }
@@ -124,7 +116,8 @@ void FreeBins::insert(Block* block) noexcept {
   if (donors_ != nullptr) count_page_block(block);
   if (!indexed() && count_ > kLooseLimit) build_index();
   if (indexed()) {
-    file_in_index(block);
+    index_->trees[block->bin].insert(block);
+    mark(block->bin, true);
     update_room();
     return;
   }
@@ -133,19 +126,6 @@ void FreeBins::insert(Block* block) noexcept {
   if (loose_ != nullptr) loose_->bin_prev = block;
   loose_ = block;
   update_room();
-}
-
-void FreeBins::file_in_index(Block* block) noexcept {
-  const std::size_t bin = block->bin;
-  if (small_pool_) {
-    block->bin_prev = nullptr;
-    block->bin_next = index_->lists[bin];
-    if (index_->lists[bin] != nullptr) index_->lists[bin]->bin_prev = block;
-    index_->lists[bin] = block;
-  } else {
-    index_->trees[bin].insert(block);
-  }
-  mark(bin, true);
 }
 
 void FreeBins::remove(Block* block) noexcept {
@@ -164,21 +144,8 @@ void FreeBins::remove(Block* block) noexcept {
     update_room();
     return;
   }
-  bool now_empty = false;
-  if (small_pool_) {
-    if (block->bin_prev != nullptr) {
-      block->bin_prev->bin_next = block->bin_next;
-    } else {
-      index_->lists[bin] = block->bin_next;
-    }
-    if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
-    block->bin_prev = block->bin_next = nullptr;
-    now_empty = index_->lists[bin] == nullptr;
-  } else {
-    index_->trees[bin].erase(block);
-    now_empty = index_->trees[bin].empty();
-  }
-  if (now_empty) mark(bin, false);
+  index_->trees[bin].erase(block);
+  if (index_->trees[bin].empty()) mark(bin, false);
   // Empty bins give their index back: a stream's storage follows the blocks it caches.
   if (count_ == 0) index_.reset();
   update_room();
@@ -205,56 +172,19 @@ Block* FreeBins::only_block() const noexcept {
 
 Block* FreeBins::best_fit(std::size_t size) const noexcept {
   if (!indexed()) return loose_best_fit(size);
+  // The request's own class may hold smaller blocks (a large-pool class spans a range of sizes);
+  // every higher class fits entirely, and its leftmost block is the best of it.
   const std::size_t bin = bin_index(size);
-  if (small_pool_) {
-    // Exact classes: every block in a bin has the bin's size, so the head is the best fit.
-    // next_nonempty() gives bins() when none is: that list is the sentinel, always empty.
-    return index_->lists[next_nonempty(bin)];
-  }
-  // The request's own class spans a range of sizes; every higher class fits entirely.
   if (Block* b = index_->trees[bin].lower_bound(size)) return b;
   const std::size_t found = next_nonempty(bin + 1);
   return found < bins() ? index_->trees[found].smallest() : nullptr;
 }
 
-Block* FreeBins::best_fit_lowest(std::size_t size) const noexcept {
-  Block* const first = best_fit(size);
-  if (first == nullptr) return nullptr;
-  Block* lowest = first;
-  const auto consider = [&lowest](Block* b) {
-    if (b->address < lowest->address) lowest = b;
-  };
-  if (!indexed()) {
-    std::size_t seen = 0;
-    for (Block* b = loose_; b != nullptr && seen < kLowestOf; b = b->bin_next) {
-      if (b->size == first->size) {
-        consider(b);
-        ++seen;
-      }
-    }
-    return lowest;
-  }
-  if (small_pool_) {  // an exact class: every block in the list has first's size
-    std::size_t seen = 1;
-    for (Block* b = first->bin_next; b != nullptr && seen < kLowestOf; b = b->bin_next, ++seen) {
-      consider(b);
-    }
-    return lowest;
-  }
-  const SizeTreap& tree = index_->trees[first->bin];
-  std::size_t seen = 1;
-  for (Block* b = tree.after(first); b != nullptr && b->size == first->size && seen < kLowestOf;
-       b = tree.after(b), ++seen) {
-    consider(b);
-  }
-  return lowest;
-}
-
 Block* FreeBins::loose_best_fit(std::size_t size) const noexcept {
-  // Newest first: a strictly smaller size replaces the best, so among equals the newest stays.
+  // The index's order (SizeTreap::before), so both phases choose the same block.
   Block* best = nullptr;
   for (Block* b = loose_; b != nullptr; b = b->bin_next) {
-    if (b->size >= size && (best == nullptr || b->size < best->size)) best = b;
+    if (b->size >= size && (best == nullptr || SizeTreap::before(b, best))) best = b;
   }
   return best;
 }
@@ -307,31 +237,19 @@ FreeBins::Problem FreeBins::audit_blocks(std::vector<const Block*>& out) const {
       problem = {"a block in the free bins is not marked cached", b};
     } else if (b->bin != bin || bin_index(b->size) != bin) {
       problem = {"a cached block is not in the size class of its size", b};
-    } else if (before != nullptr &&
-               (before->size > b->size ||
-                (before->size == b->size && before->cache_seq < b->cache_seq))) {
-      problem = {"a size class is not ordered by (size, most recently cached first)", b};
+    } else if (before != nullptr && !SizeTreap::before(before, b)) {
+      problem = {"a size class is not ordered by (size, address)", b};
     }
   };
   // Visits the classes the bitmap marks; blocks in an unmarked class are missed, and then the
   // count below disagrees.
   for (std::size_t bin = next_nonempty(0); bin < bins(); bin = next_nonempty(bin + 1)) {
     const std::size_t before = out.size();
-    if (small_pool_) {
-      const Block* prev = nullptr;
-      for (const Block* b = index_->lists[bin]; b != nullptr; prev = b, b = b->bin_next) {
-        check(b, bin, nullptr);  // one exact size per class: the order is the caching order
-        if (problem.what == nullptr && b->bin_prev != prev) problem = {"broken free-list links", b};
-        if (out.size() - first > count_)
-          return {"a free list is longer than count() (a cycle?)", b};
-      }
-    } else {
-      const Block* prev = nullptr;
-      index_->trees[bin].for_each([&](const Block* b) {
-        check(b, bin, prev);
-        prev = b;
-      });
-    }
+    const Block* prev = nullptr;
+    index_->trees[bin].for_each([&](const Block* b) {
+      check(b, bin, prev);
+      prev = b;
+    });
     if (problem.what != nullptr) return problem;
     if (out.size() == before) return {"the bitmap marks an empty size class", nullptr};
   }
@@ -359,7 +277,7 @@ Block* FreeBins::best_fit_sparing_tails(Block* tail, std::size_t rounded,
   while (found != nullptr && is_tail(found) && n < tails.size()) {
     tails[n++] = found;
     remove(found);
-    found = best_fit_lowest(rounded);
+    found = best_fit(rounded);
     if (found != nullptr && !may_serve(found->size, rounded, split_limit)) found = nullptr;
   }
   for (std::size_t i = n; i-- > 0;) insert(tails[i]);

@@ -1,20 +1,22 @@
 // FreeBins: the cached blocks of one pool (small or large) of one stream, with best fit that
 // does not slow down as the cache fills, and storage that grows with the blocks it holds.
 //
-// Best fit: the smallest cached block at least as big as the request. Among blocks of equal
-// size the most recently cached wins (LIFO): it is the likeliest to be warm in caches and TLBs,
-// and it makes the choice O(1) in the small pool. (PyTorch breaks ties by lowest address.)
+// Best fit: the smallest cached block at least as big as the request, and among blocks of equal
+// size the one at the lowest address, as PyTorch's rules take (the front cache, on the hot path,
+// still hands back the newest block of its size). The most recent instead made the smallest
+// device that fits cs336-medium ctx128 and ctx512 0.01-0.03 GB bigger than PyTorch's (a segment
+// held a live block PyTorch's rules had left free to release).
 //
 // Two phases, one answer. Up to kLooseLimit blocks the bins are one list through the blocks'
-// own links, searched whole: no storage of their own, so a stream that caches a segment or two
-// costs a few words (a fixed table cost each stream ~38 KiB, 3.8 GiB for 100,000
-// streams). Past it they build an index: blocks grouped in size classes, and a two-level
-// bitmap marking the classes that hold blocks, so the first non-empty class at or above a size
-// is found with two bit scans. The small pool has one exact class per 512-byte size up to its
-// 2 MiB segment size, each an intrusive list: its head is the answer, in O(1). The large pool
-// has 16 classes per power of two, each a SizeTreap: O(log n) in the blocks of that class. The
-// index goes when the bins empty. Both phases choose the same block and visit blocks in the
-// same order, so where the threshold falls never changes placement.
+// own links, most recently cached first, searched whole: no storage of their own, so a stream
+// that caches a segment or two costs a few words (a fixed table cost each stream ~38 KiB, 3.8
+// GiB for 100,000 streams). Past it they build an index: blocks grouped in size classes, each a
+// SizeTreap ordered by (size, address), and a two-level bitmap marking the classes that hold
+// blocks, so the first non-empty class at or above a size is found with two bit scans and the
+// best fit is its leftmost block fitting, in O(log n) in the blocks of that class. The small pool
+// has one exact class per 512-byte size up to its 2 MiB segment size; the large pool 16 classes
+// per power of two. The index goes when the bins empty. Both phases choose the same block and
+// visit blocks in the same order, so where the threshold falls never changes placement.
 //
 // Page recycling's index (expandable segments): bins listed in a PageDonors (list_in()) count
 // their cached blocks that hold a whole page of their segment, and are in the list exactly
@@ -62,14 +64,10 @@ class FreeBins {
 
   void insert(Block* block) noexcept;
   void remove(Block* block) noexcept;
-  // The best-fitting block for `size` bytes, left in place, or nullptr.
+  // The best-fitting block for `size` bytes (the lowest address among the smallest that fit),
+  // left in place, or nullptr.
   [[nodiscard]] Block* best_fit(std::size_t size) const noexcept;
-  // The same size of block, but among blocks of that size the one at the lowest address (as
-  // PyTorch's rules choose) of the first kLowestOf in best-fit order: what the allocator takes
-  // from its bins (take_best_fit()).
-  static constexpr std::size_t kLowestOf = 64;
-  [[nodiscard]] Block* best_fit_lowest(std::size_t size) const noexcept;
-  // What a miss takes from the bins for `rounded` bytes, out of them: best_fit_lowest(), when
+  // What a miss takes from the bins for `rounded` bytes, out of them: best_fit(), when
   // it may serve the request (`split_limit`: blocks this big serve only their own size range,
   // see may_serve()), else nullptr. `spare_tails` (expandable segments): a tail, a free block
   // followed by unmapped space, is taken only when no other block fits.
@@ -116,7 +114,7 @@ class FreeBins {
   [[nodiscard]] static bool holds_whole_page(const Block& b) noexcept;
 
   // Calls f(Block*) for every cached block of at least `min_size` bytes, in best-fit order
-  // (smallest first, among equal sizes the most recently cached first), whether indexed or not
+  // (smallest first, among equal sizes the lowest address first), whether indexed or not
   // (f must not modify the bins; collect first, then change).
   template <class F>
   void for_each(std::size_t min_size, F&& f) const {
@@ -143,11 +141,7 @@ class FreeBins {
     }
     for (std::size_t bin = next_nonempty(bin_index(min_size)); bin < bins();
          bin = next_nonempty(bin + 1)) {
-      if (small_pool_) {
-        for (Block* b = index_->lists[bin]; b != nullptr; b = b->bin_next) visit(b);
-      } else {
-        index_->trees[bin].for_each(visit);
-      }
+      index_->trees[bin].for_each(visit);
     }
   }
 
@@ -161,8 +155,6 @@ class FreeBins {
   void mark(std::size_t bin, bool nonempty) noexcept;
   // Builds the index and moves the list into it, or leaves the bins a list when memory is short.
   void build_index() noexcept;
-  // Files a block in the index, keeping its cache_seq.
-  void file_in_index(Block* block) noexcept;
   [[nodiscard]] Block* loose_best_fit(std::size_t size) const noexcept;
   [[nodiscard]] Problem audit_list(std::vector<const Block*>& out) const;
   // A block enters or leaves the bins: page_blocks_ and the PageDonors list follow.
@@ -175,8 +167,7 @@ class FreeBins {
   struct Index {
     std::uint64_t summary = 0;               // bit per word of words: non-zero
     std::unique_ptr<std::uint64_t[]> words;  // bit per class: non-empty
-    std::unique_ptr<Block*[]> lists;         // small pool: one list per exact size, then a sentinel
-    std::unique_ptr<SizeTreap[]> trees;      // large pool: one tree per size class
+    std::unique_ptr<SizeTreap[]> trees;      // one tree per size class
   };
   // Small-pool blocks are at most one 2 MiB segment: 4096 exact classes (64 bitmap words).
   static constexpr std::size_t kSmallBins = kSmallBuffer / kMinBlockSize;
@@ -205,13 +196,10 @@ class FreeBins {
 
 inline Block* FreeBins::take_best_fit(std::size_t rounded, std::size_t split_limit,
                                       bool spare_tails) noexcept {
-  // Among equal sizes the lowest address, as PyTorch's rules take. The most recent instead made
-  // the smallest device that fits cs336-medium ctx128 and ctx512 0.01-0.03 GB bigger than
-  // PyTorch's (a segment held a live block PyTorch's rules had left free to release), and with
-  // expandable segments (at_limit) reserved 1.0448 of the live peak on ctx128 in the steady
-  // state against 1.0089 for PyTorch's expandable rules (now 1.0080). The front cache still
-  // hands back the newest block of its size, on the hot path.
-  Block* block = best_fit_lowest(rounded);
+  // Among equal sizes the lowest address (see above). The most recent also made expandable
+  // segments (at_limit) reserve 1.0448 of the live peak on ctx128 in the steady state against
+  // 1.0089 for PyTorch's expandable rules (now 1.0080).
+  Block* block = best_fit(rounded);
   if (block == nullptr || !may_serve(block->size, rounded, split_limit)) return nullptr;
   // Expandable segments: a tail (a free block followed by unmapped space) is spared when
   // another block fits. The common hit, the pool's only free block, needs no search.

@@ -197,6 +197,39 @@ TEST(FreeBinsTest, LargePoolAcrossTheIndexThresholdMatchesReference) {
   check_bins_across_the_threshold(false, 200 * MiB, 6);
 }
 
+// Issue 43: among blocks of the best size the lowest address serves, however many share the
+// size. The lowest went in first, so it is the oldest: the scan this replaced looked at the 64
+// most recently cached of the size only, and took another. for_each visits equal sizes by
+// address too.
+TEST(FreeBinsTest, AmongManyBlocksOfOneSizeTheLowestAddressServes) {
+  for (const bool small : {true, false}) {
+    SCOPED_TRACE(small ? "small pool" : "large pool");
+    const std::size_t size = small ? 64 * KiB : 4 * MiB;
+    FreeBins bins(small);
+    std::vector<Block> storage(200);
+    for (std::size_t i = 0; i < storage.size(); ++i) {
+      storage[i].size = size;
+      // Addresses 1 GiB apart and shuffled a little, the lowest (index 0) cached first.
+      storage[i].address = GiB * (i == 0 ? 1 : 2 + (i * 7919) % storage.size());
+      bins.insert(&storage[i]);
+    }
+    ASSERT_TRUE(bins.indexed());
+    EXPECT_EQ(bins.best_fit(size), &storage[0]);
+    EXPECT_EQ(bins.best_fit(size - 512), &storage[0]);
+    std::uintptr_t previous = 0;
+    bins.for_each(0, [&](Block* b) {
+      EXPECT_GT(b->address, previous);
+      previous = b->address;
+    });
+    bins.remove(&storage[0]);
+    const Block* next = bins.best_fit(size);
+    ASSERT_NE(next, nullptr);
+    for (std::size_t i = 1; i < storage.size(); ++i) EXPECT_LE(next->address, storage[i].address);
+    std::vector<const Block*> held;
+    EXPECT_EQ(bins.audit(held).what, nullptr);
+  }
+}
+
 TEST(FreeBinsTest, LargePoolManySizesInOneClassMatchReference) {
   // Every block within one size class (3 MiB .. 3 MiB + 192 KiB): the case a list made linear.
   std::mt19937_64 rng(4);

@@ -1,8 +1,12 @@
 # Thin front door: the real build is CMake (CMakePresets.json). Every target bootstraps first.
 SHELL := /bin/bash
 JOBS ?= $(shell nproc)
+# ctest runs one test more than there are cores: a third of the tests' time is waiting (ranks of
+# mpirun and torchrun, programs under `memscope run`, subprocesses), and the Release ctest step
+# kept 1.4 of 2 cores busy with -j 2 (2026-12-07).
+TEST_JOBS ?= $(shell echo $$(( $(JOBS) + 1 )))
 
-.PHONY: all bootstrap build demo test test-asan test-tsan bench fuzz format format-check tidy tidy-ci \
+.PHONY: all bootstrap build build-tests build-asan demo test test-asan test-tsan bench fuzz format format-check tidy tidy-ci \
         lint-python lint clean
 
 all: build
@@ -29,7 +33,12 @@ timed = start=$$(date +%s); $(2); rc=$$?; echo "== $(1) took $$(( $$(date +%s) -
 SLOWEST_STEPS = $(if $(filter true,$(CI)),scripts/time-report $(1) --what build;,)
 SLOWEST_TESTS = scripts/time-report $(1) --what tests
 
-build: bootstrap
+# build: everything, the benchmarks included; build-tests: what the tests run (the library, the
+# command, the Python package, the examples and the test programs), which `make test` waits for.
+build: build-tests
+	@$(call timed,build (benchmarks),cmake --build --preset default -j $(JOBS) --target memscope_benchmarks)
+
+build-tests: bootstrap
 	$(call configure,default)
 	@$(call timed,build (Release),cmake --build --preset default -j $(JOBS))
 	@$(call SLOWEST_STEPS,build)
@@ -79,16 +88,18 @@ demo:
 	  printf '  %s\n' "$$PWD/$(DEMO)/demo/estimate.html"; \
 	else printf '\n(memscope estimate skipped: PyTorch is not installed; pip install torch)\n'; fi
 
-test: build
-	@$(call timed,ctest (Release),ctest --preset default -j $(JOBS)); rc=$$?; \
+test: build-tests
+	@$(call timed,ctest (Release),ctest --preset default -j $(TEST_JOBS)); rc=$$?; \
 	  $(call SLOWEST_TESTS,build); exit $$rc
 
 # The sanitizer presets build at -O1 -g1 (line tables only): a third less compile time than
 # RelWithDebInfo's -O2 -g, and the reports still name file and line.
-test-asan: bootstrap
+build-asan: bootstrap
 	$(call configure,asan)
 	@$(call timed,build (ASan+UBSan),cmake --build --preset asan -j $(JOBS))
 	@$(call SLOWEST_STEPS,build-asan)
+
+test-asan: build-asan
 	@$(call timed,ctest (ASan+UBSan),ctest --preset asan -j $(JOBS)); rc=$$?; \
 	  $(call SLOWEST_TESTS,build-asan); exit $$rc
 
@@ -148,9 +159,11 @@ format:
 format-check: bootstrap
 	@git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
 
-TIDY := xargs -P $(JOBS) -n 4 clang-tidy -p build --quiet --warnings-as-errors='*'
+TIDY := xargs -P $(JOBS) -n 4 clang-tidy -p build-asan --quiet --warnings-as-errors='*'
 TIDY_NOISE := ^[0-9]+ warnings? (and [0-9]+ errors? )?generated\.$$|^Suppressed [0-9]+ warnings|^Use -header-filter|^Use -system-headers
-tidy: build
+# clang-tidy reads the ASan build's compile_commands.json: the default preset's is a unity build,
+# whose commands name its 16-source units, not the sources (CMakeLists.txt, MEMSCOPE_UNITY_BUILD).
+tidy: build-asan
 	@git ls-files 'src/*.cpp' 'tools/*.cpp' | $(TIDY) 2>&1 | grep -v -E "$(TIDY_NOISE)"; \
 	  test $${PIPESTATUS[1]} -eq 0
 
@@ -159,8 +172,8 @@ tidy: build
 # it out, plus every unit that includes a changed header), the static analyzer on src/allocator/
 # and src/backends/ only. `make tidy` checks every file: 1146 s cold on 2 cores (2026-12-06); a change of a few
 # files takes seconds to a minute or two. MEMSCOPE_TIDY_BASE=<rev> checks since another commit.
-tidy-ci: build
-	@$(call timed,tidy-ci,JOBS=$(JOBS) scripts/tidy-changed build)
+tidy-ci: build-asan
+	@$(call timed,tidy-ci,JOBS=$(JOBS) scripts/tidy-changed build-asan)
 
 lint-python: build
 	@scripts/lint-python build/python

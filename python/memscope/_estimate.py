@@ -297,9 +297,9 @@ def estimate(workload: Union[Workload, Any], batch: Optional[int] = None, steps:
     means a Hopper-class GPU); `workspace_bytes` overrides that size. Every argument is checked
     before the capture (TypeError or ValueError naming it, memscope.ConfigError for `config`,
     memscope.UnknownDeviceError for a device or card name the table does not know, listing
-    those it knows). Raises memscope.CaptureError naming the op when the step cannot run without data (an op
-    with no fake kernel, ``.item()``, data-dependent shapes), StepTooLargeError when it needs
-    more than any GPU has."""
+    those it knows). Raises memscope.CaptureError naming the op when the step cannot run
+    without data (an op with no fake kernel, ``.item()``, data-dependent shapes),
+    StepTooLargeError when it needs more than any GPU has."""
     workload, batch = _as_workload(workload, batch)
     _count(batch, "batch")
     args = _arguments(workload, capacity, steps, device, config, workspace_bytes)

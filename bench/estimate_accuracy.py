@@ -118,6 +118,12 @@ WORKLOADS: dict[str, tuple[Callable[[int], Callable[[], None]], int]] = {
 
 
 def real_peak(name: str, batch: int) -> int:
+    return real_peaks(name, batch)[0]
+
+
+def real_peaks(name: str, batch: int) -> tuple[int, int]:
+    """(max_memory_allocated, max_memory_reserved) over the last step, the peaks reset after
+    the warm-up steps: what memscope.estimate's peak_allocated and peak_reserved stand for."""
     import torch
 
     step = WORKLOADS[name][0](batch)
@@ -127,7 +133,7 @@ def real_peak(name: str, batch: int) -> int:
     torch.cuda.reset_peak_memory_stats()
     step()
     torch.cuda.synchronize()
-    return int(torch.cuda.max_memory_allocated())
+    return int(torch.cuda.max_memory_allocated()), int(torch.cuda.max_memory_reserved())
 
 
 def trains(name: str, batch: int) -> bool:
@@ -155,7 +161,8 @@ def child(mode: str, name: str) -> None:
     batch = WORKLOADS[name][1]
     start = time.monotonic()
     if mode == "real":
-        out = {"peak_allocated": real_peak(name, batch)}
+        allocated, reserved = real_peaks(name, batch)
+        out = {"peak_allocated": allocated, "peak_reserved": reserved}
     elif mode == "estimate":
         import memscope
 
@@ -199,7 +206,9 @@ def main() -> int:
         real, est = results.get(("real", name)), results.get(("estimate", name))
         if real and est:
             ratio = int(est["peak_allocated"]) / int(real["peak_allocated"])  # type: ignore[call-overload]
-            print(json.dumps({"workload": name, "estimate_over_real": round(ratio, 4)}))
+            reserved = int(est["peak_reserved"]) / int(real["peak_reserved"])  # type: ignore[call-overload]
+            print(json.dumps({"workload": name, "estimate_over_real": round(ratio, 4),
+                              "reserved_estimate_over_real": round(reserved, 4)}))
     real_mb, est_mb = (results.get(("real-max-batch", "decoder-manual-fp32")),
                        results.get(("max-batch", "decoder-manual-fp32")))
     if real_mb and est_mb:

@@ -117,7 +117,8 @@ __all__ = [
 ]
 
 from ._capture import CaptureError
-from ._estimate import BatchSearch, Estimate, StepTooLargeError, estimate, max_batch
+from ._devices import UnknownDeviceError
+from ._estimate import BatchSearch, CardUse, Estimate, StepTooLargeError, estimate, max_batch
 from ._tracking import (
     MemorySource,
     Tracker,
@@ -137,7 +138,7 @@ __all__ += [
     "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
     "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
     "nvml_source", "estimate", "max_batch", "Estimate", "BatchSearch", "CaptureError",
-    "StepTooLargeError",
+    "StepTooLargeError", "UnknownDeviceError", "CardUse",
 ]
 
 if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports them on first use

@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from . import _devices
+
 FLASH, EFFICIENT, MATH, CUDNN = "flash", "efficient", "math", "cudnn"
 _BY_ENUM = {0: MATH, 1: FLASH, 2: EFFICIENT, 3: CUDNN}  # torch.nn.attention.SDPBackend values
 _DEFAULT_ORDER = (FLASH, EFFICIENT, MATH, CUDNN)  # at::globalContext's default sDPPriorityOrder
@@ -43,30 +45,12 @@ class Gpu:
     cuda: tuple[int, int] = (0, 0)
 
 
-# Compute capability by the names users give (NVIDIA's CUDA GPUs table). "cuda", "cuda:N" and
-# unknown names mean a Hopper-class GPU, as the cuBLAS workspace size already assumes.
-_CAPABILITY = (
-    (("gb200", "b200", "b100"), (10, 0)), (("gh200", "h200", "h100", "h800", "h20"), (9, 0)),
-    (("rtx 6000 ada", "l40", "l4", "4090", "4080", "ada"), (8, 9)),
-    (("a10", "a40", "a6000", "3090", "3080"), (8, 6)), (("a100", "a800", "a30"), (8, 0)),
-    (("t4", "2080", "turing"), (7, 5)), (("v100", "volta"), (7, 0)),
-    (("rtx 50", "5090", "sm120"), (12, 0)), (("sm100",), (10, 0)), (("sm90",), (9, 0)),
-    (("sm89",), (8, 9)), (("sm86",), (8, 6)), (("sm80",), (8, 0)),
-)
-
-
 def gpu_for(device: str) -> Gpu:
-    """The Gpu a device name stands for, with the installed PyTorch's cuDNN and CUDA versions."""
+    """The Gpu a device name stands for (memscope._devices: UnknownDeviceError for a name it does
+    not know), with the installed PyTorch's cuDNN and CUDA versions."""
     import torch
 
-    d = device.lower()
-    cc = (9, 0)
-    # Longest names first: "a100" before "a10", "l40" before "l4".
-    known = sorted(((n, c) for names, c in _CAPABILITY for n in names), key=lambda x: -len(x[0]))
-    for name, capability in known:
-        if name in d:
-            cc = capability
-            break
+    cc = _devices.capability(device)
     cudnn_version = 0
     try:
         cudnn_version = int(torch.backends.cudnn.version() or 0)  # type: ignore[no-untyped-call]

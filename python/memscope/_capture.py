@@ -43,32 +43,27 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from . import _attention, _hf_patches
+from . import _attention, _cudnn_conv, _hf_patches
 from ._capture_scope import CAPTURE_LOCK, in_capture, replaced
 from ._frames import StackTable
 from ._memscope import Error, UsageError
-
-# cuBLAS's workspace per (handle, stream): PyTorch's default, in
-# aten/src/ATen/cuda/CublasHandlePool.cpp (parseChosenWorkspaceSize): ":4096:8" = 32 MiB on
-# compute capability 9.x and newer (Hopper, Blackwell), ":4096:2:16:8" = 8 MiB + 128 KiB
-# before. It is allocated through the caching allocator at a thread's first matrix multiply
-# and kept; autograd's backward runs on its own thread, hence its own handle and workspace.
-CUBLAS_WORKSPACE_SM90 = 4096 * 8 * 1024
-CUBLAS_WORKSPACE_OLDER = 4096 * 1024 * 2 + 16 * 1024 * 8
 
 CATEGORIES = ("host", "parameters", "gradients", "optimizer state", "activations",
               "temporaries", "workspaces")  # "host": recorded, then found to live on the host
 
 NOT_MODELED = (
-    "cuDNN workspaces (convolutions): cuDNN picks algorithms and their workspace on the GPU; "
-    "a conv net's peak may be higher than estimated",
+    "cuDNN convolution workspaces are requested when PyTorch requests them (one per call, "
+    "freed at its end), but their size is a stand-in (the call's larger activation): cuDNN's "
+    "heuristics choose the engine on the GPU; torch.backends.cudnn.benchmark's probe is not "
+    "modelled",
     "attention backward workspaces are modelled from the kernels' sources, not measured: "
     "the memory-efficient kernel's key splits and cuDNN's graph workspace are approximations",
     "autocast(\"cuda\") runs as CPU autocast with the same dtype, and CUDA autocast's fp32 "
     "ops are cast at their Python call (torch.exp, F.softmax, F.cross_entropy, ...); an op "
     "called from C++ inside another (a composite) follows CPU autocast's lists",
-    "the CUDA context, cuBLAS/cuDNN handles and NCCL buffers (outside the caching allocator; "
-    "the capacity is what the allocator may use)",
+    "NCCL buffers; the CUDA context and cuBLAS/cuDNN handles (outside the caching allocator) "
+    "count only when the capacity names a card (capacity=\"h100-80gb\"); a capacity in bytes "
+    "is what the allocator may use",
     "torch.compile, CUDA graphs, custom CUDA extensions, other streams",
 )
 
@@ -127,6 +122,9 @@ class Capture:
     workspace_bytes: int = 0
     setup_reads: int = 0  # tensor values read while the model was built (zero stood in)
     attention: dict[str, int] = field(default_factory=dict)  # SDPA calls by CUDA backend
+    # The threads ("step", "backward") that used cuBLAS and cuDNN: each holds its own handle.
+    cublas_threads: set[str] = field(default_factory=set)
+    cudnn_threads: set[str] = field(default_factory=set)
 
 
 def _rewrite_device(value: Any) -> tuple[Any, bool]:
@@ -257,6 +255,7 @@ class _Recorder:
 
     def workspace(self, phase: str) -> None:
         thread = "backward" if phase == "backward" else "step"
+        self.capture.cublas_threads.add(thread)
         if self.capture.workspace_bytes and thread not in self.workspace_threads:
             self.workspace_threads.add(thread)
             self.alloc(self.capture.workspace_bytes, phase, "workspaces", "cuBLAS workspace")
@@ -433,6 +432,8 @@ def _record_mode(rec: _Recorder) -> Any:
                 out = func(*args, **kwargs)
             except Exception as e:  # reported with the op's name
                 raise _capture_error(func, e) from e
+            if on_device and _uses_cudnn(name):
+                rec.capture.cudnn_threads.add("backward" if phase == "backward" else "step")
             if on_device:
                 host = _attention.host_outputs(name, args, kwargs)
                 outs = out if host and isinstance(out, tuple) else (out,)
@@ -443,9 +444,21 @@ def _record_mode(rec: _Recorder) -> Any:
                         rec.track(t.untyped_storage(), phase, name)
             for addr in extra:
                 rec.free(addr)
+            if on_device and name in _cudnn_conv.OPS and _cudnn_conv.enabled():
+                # Each cuDNN call's workspace, after its outputs, freed as the call returns.
+                for size in _cudnn_conv.workspaces(name, args, kwargs, out):
+                    if size:
+                        rec.free(rec.alloc(size, phase, "workspaces", "cuDNN conv workspace"))
             return out
 
     return Record()  # type: ignore[no-untyped-call]
+
+
+def _uses_cudnn(name: str) -> bool:
+    """Whether PyTorch runs this op through cuDNN on CUDA (its handle is then created):
+    convolutions, batch norm (cudnn_batch_norm) and cuDNN attention."""
+    return (name in _cudnn_conv.OPS or "batch_norm" in name or "cudnn" in name) and \
+        _cudnn_conv.enabled()
 
 
 def _autocast_fp32(name: str, args: Any, kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

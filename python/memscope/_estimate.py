@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Union
 
+from . import _devices
+from ._devices import Card
 from ._memscope import (
     ReplayResult,
     Report,
@@ -78,38 +80,78 @@ def _config(value: Any) -> str:
 
 
 def _workspace_for(device: str) -> int:
-    """cuBLAS's workspace for the device named: 32 MiB for Hopper and newer (H100, H200, B200,
-    "sm90"...), else the 8 MiB + 128 KiB PyTorch uses before; see memscope._capture."""
-    from . import _capture
-
-    d = device.lower()
-    if d.startswith("cuda") or any(k in d for k in ("h100", "h200", "h800", "gh200", "b100",
-                                                     "b200", "gb200", "sm90", "sm100", "sm120")):
-        return _capture.CUBLAS_WORKSPACE_SM90
-    return _capture.CUBLAS_WORKSPACE_OLDER
+    """cuBLAS's workspace for the device named (memscope._devices: PyTorch's default for its
+    compute capability)."""
+    return _devices.cublas_workspace(_devices.capability(device))
 
 
 def _device(value: Any) -> str:
+    """A device name the table knows (UnknownDeviceError, listing them, otherwise)."""
     if not isinstance(value, str):
         raise TypeError(f"device: expected a GPU name such as \"h100\", \"a100\" or "
                         f"\"cuda:0\", got {type(value).__name__}")
+    _devices.capability(value)
     return value
 
 
-def _arguments(workload: Any, capacity: Size, steps: Any, device: Any, config: Any,
-               workspace_bytes: Any) -> tuple[int, int]:
-    """Every argument estimate and max_batch share, checked before any capture: (capacity in
-    bytes, cuBLAS's workspace)."""
+def _is_generic(device: str) -> bool:
+    """"cuda" or "cuda:N": no GPU named, a Hopper-class one meant."""
+    d = device.strip().lower()
+    return d == "cuda" or (d.startswith("cuda:") and d[5:].isdigit())
+
+
+def _capacity(value: Optional[Size], device: str, what: str = "capacity") -> tuple[int,
+                                                                                Optional[Card]]:
+    """(bytes, card): a card's name ("h100-80gb") is the whole card, its usable memory, of
+    which the allocator gets what the context and handles leave; bytes or a size with its unit
+    are the allocator's share. None: the card `device` names, else 24 GiB."""
+    if value is None:
+        named = _devices.card(device)
+        return (named.usable.bytes, named) if named is not None else (_size("24GiB", what), None)
+    if isinstance(value, str):
+        named = _devices.card(value)
+        if named is not None:
+            if not _is_generic(device) and _devices.capability(device) != named.capability:
+                raise ValueError(f"{what} {value!r} and device {device!r} name different GPUs; "
+                                 f"give one of them, or the same GPU")
+            return named.usable.bytes, named
+        if value.strip()[:1].isalpha():
+            raise _devices.unknown_card(value, what)
+    return _size(value, what), None
+
+
+@dataclass(frozen=True)
+class Arguments:
+    """What estimate and max_batch resolved from their arguments."""
+
+    capacity: int  # bytes: the card's usable memory, or the allocator's share given in bytes
+    card: Optional[Card]  # the card `capacity` (or `device`) named
+    device: str  # the GPU for the kernels: the card's name when only the card was named
+    workspace: int  # cuBLAS's workspace
+
+    def share(self, c: Any) -> int:
+        """What the allocator may use: the capacity in bytes, or what the card's context and
+        the handles capture `c` used leave of it."""
+        if self.card is None:
+            return self.capacity
+        return self.capacity - self.card.outside(len(c.cublas_threads), len(c.cudnn_threads))
+
+
+def _arguments(workload: Any, capacity: Optional[Size], steps: Any, device: Any, config: Any,
+               workspace_bytes: Any) -> Arguments:
+    """Every argument estimate and max_batch share, checked before any capture."""
     if not callable(workload):
         raise TypeError(f"workload: expected a function workload(batch) returning the step, "
                         f"or a transformers.Trainer, got {type(workload).__name__}")
     _count(steps, "steps")
-    cap = _size(capacity, "capacity")
     _device(device)
+    cap, card = _capacity(capacity, device)
+    if card is not None and _is_generic(device):
+        device = card.name
     _config(config)
-    if workspace_bytes is None:
-        return cap, _workspace_for(device)
-    return cap, _count(workspace_bytes, "workspace_bytes", 0)
+    ws = (_workspace_for(device) if workspace_bytes is None
+          else _count(workspace_bytes, "workspace_bytes", 0))
+    return Arguments(cap, card, device, ws)
 
 
 def _gpu(device: str) -> Any:
@@ -119,12 +161,51 @@ def _gpu(device: str) -> Any:
     return _attention.gpu_for(device)
 
 
+@dataclass(frozen=True)
+class CardUse:
+    """The whole card, when the capacity named one: its usable memory, what the process holds
+    outside the caching allocator (the CUDA context, a cuBLAS handle per thread that multiplied
+    matrices, a cuDNN handle per thread that ran cuDNN), the allocator's peak reserved, and what
+    is left (negative: short by that much). ``sources`` says where each figure comes from."""
+
+    card: str
+    total: int
+    context: int
+    cublas_handles: int  # bytes, all handles
+    cudnn_handles: int
+    reserved: int
+    sources: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def outside(self) -> int:
+        return self.context + self.cublas_handles + self.cudnn_handles
+
+    @property
+    def left(self) -> int:
+        return self.total - self.outside - self.reserved
+
+
+def _card_use(card: Card, c: Any, reserved: int) -> CardUse:
+    nb, nd = len(c.cublas_threads), len(c.cudnn_threads)
+
+    def said(f: _devices.Figure) -> str:
+        return f.source
+
+    return CardUse(card.name, card.usable.bytes, card.context.bytes,
+                   nb * card.cublas_handle.bytes, nd * card.cudnn_handle.bytes, reserved,
+                   {"usable memory": said(card.usable), "CUDA context": said(card.context),
+                    f"cuBLAS handles ({nb})": said(card.cublas_handle),
+                    f"cuDNN handles ({nd})": said(card.cudnn_handle)})
+
+
 @dataclass
 class Estimate:
     """One training step's estimate. Byte figures are what PyTorch's allocator would report on
-    the GPU: ``peak_allocated`` is ``torch.cuda.max_memory_allocated()`` over the last step
-    (peaks reset before it), ``peak_reserved`` the most the allocator reserves over the whole
-    run (model building included) with the settings ``config``."""
+    the GPU: ``peak_allocated`` is ``torch.cuda.max_memory_allocated()`` over the last step,
+    ``peak_reserved`` ``torch.cuda.max_memory_reserved()`` over it (the peaks reset after the
+    warm-up steps: what the cache holds then, or more), with the settings ``config``.
+    ``capacity`` is what the allocator may use: the bytes given, or, when the capacity named a
+    card, what its context and handles leave of it (``card`` has the whole card)."""
 
     batch: int
     steps: int
@@ -149,6 +230,7 @@ class Estimate:
     series: list[tuple[int, int, int]] = field(default_factory=list, repr=False)
     step_bounds: list[tuple[int, int]] = field(default_factory=list, repr=False)
     peak_event: int = 0
+    card: Optional[CardUse] = None  # the whole card, when the capacity named one
 
     def report(self) -> Report:
         """The estimate as memscope's report model: to_text(), to_json() (the memscope
@@ -176,6 +258,11 @@ class Estimate:
             "workspace_bytes": self.workspace_bytes, "ops": self.ops,
             "capture_seconds": self.capture_seconds, "replay_seconds": self.replay_seconds,
             "not_modeled": list(self.not_modeled), "attention": dict(self.attention),
+            "card": None if self.card is None else {
+                "name": self.card.card, "total": self.card.total, "context": self.card.context,
+                "cublas_handles": self.card.cublas_handles,
+                "cudnn_handles": self.card.cudnn_handles, "reserved": self.card.reserved,
+                "left": self.card.left, "sources": dict(self.card.sources)},
         }
 
 
@@ -196,31 +283,36 @@ def _as_workload(workload: Any, batch: Optional[int]) -> tuple[Workload, int]:
 
 
 def estimate(workload: Union[Workload, Any], batch: Optional[int] = None, steps: int = 3,
-             device: str = "cuda:0", capacity: Size = "24GiB", config: str = "",
+             device: str = "cuda:0", capacity: Optional[Size] = None, config: str = "",
              workspace_bytes: Optional[int] = None) -> Estimate:
     """Captures `steps` runs of the step ``workload(batch)`` returns, on fake tensors (nothing
     is allocated, no GPU is needed), and replays it on a simulated device of `capacity` with the
-    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `workload` may also be a
-    transformers.Trainer: its training step, with its arguments and one batch of its data
+    allocator settings `config` (PYTORCH_CUDA_ALLOC_CONF syntax). `capacity` in bytes (or
+    "24GiB") is what the allocator may use; a card's name ("h100-80gb", memscope._devices) is the
+    whole card: the allocator gets what the CUDA context and the cuBLAS/cuDNN handles leave, and
+    ``Estimate.card`` shows them; None: the card `device` names, else 24 GiB. `workload` may
+    also be a transformers.Trainer: its training step, with its arguments and one batch of its data
     collator; `batch` defaults to its per-device batch size (else 8). `device` names the GPU the
     estimate is for (it chooses cuBLAS's workspace size and the attention kernels; "cuda:0"
     means a Hopper-class GPU); `workspace_bytes` overrides that size. Every argument is checked
-    before the capture (TypeError or ValueError naming it, memscope.ConfigError for `config`).
-    Raises memscope.CaptureError naming the op when the step cannot run without data (an op
-    with no fake kernel, ``.item()``, data-dependent shapes), StepTooLargeError when it needs
-    more than any GPU has."""
+    before the capture (TypeError or ValueError naming it, memscope.ConfigError for `config`,
+    memscope.UnknownDeviceError for a device or card name the table does not know, listing
+    those it knows). Raises memscope.CaptureError naming the op when the step cannot run
+    without data (an op with no fake kernel, ``.item()``, data-dependent shapes),
+    StepTooLargeError when it needs more than any GPU has."""
     workload, batch = _as_workload(workload, batch)
     _count(batch, "batch")
-    cap, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
+    args = _arguments(workload, capacity, steps, device, config, workspace_bytes)
     _require_torch()
     from . import _capture
 
     t0 = time.perf_counter()
-    c = _capture.capture(workload, batch, steps, ws, gpu=_gpu(device), capacity=cap)
-    return _evaluate(c, batch, steps, device, cap, config, time.perf_counter() - t0)
+    c = _capture.capture(workload, batch, steps, args.workspace, gpu=_gpu(args.device),
+                         capacity=args.capacity)
+    return _evaluate(c, batch, steps, args, config, time.perf_counter() - t0)
 
 
-def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str,
+def _evaluate(c: Any, batch: int, steps: int, args: Arguments, config: str,
               capture_seconds: float) -> Estimate:
     """The estimate of a capture: its trace replayed, the last step's peak, what was live."""
     from . import _capture
@@ -235,7 +327,8 @@ def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str
         raise StepTooLargeError(f"memscope.estimate: at batch {batch} the step asks for more "
                                 f"than {format_bytes(_UNLIMITED)}, more than any GPU has: give "
                                 "a smaller batch")
-    on_cap = trace.replay(capacity=cap, config=config)
+    cap, device = args.share(c), args.device
+    on_cap = trace.replay(capacity=max(1, cap), config=config)
     assert isinstance(on_cap, ReplayResult)
     t2 = time.perf_counter()
     series = free.series
@@ -243,16 +336,21 @@ def _evaluate(c: Any, batch: int, steps: int, device: str, cap: int, config: str
     window = range(max(0, first - 1), len(series))
     peak_op = max(window, key=lambda i: series[i][1]) if len(window) else 0
     peak_allocated = series[peak_op][1] if series else 0
+    # max_memory_reserved() after a reset following the warm-up steps: the reserved bytes at
+    # the reset, or more during the last step.
+    peak_reserved = max((series[i][0] for i in window), default=free.peak_reserved)
     by_category, modules = _live_at(c, trace_events(c), peak_op, peak_allocated)
     return Estimate(
         batch=batch, steps=steps, capacity=cap, config=config, device=device,
-        peak_allocated=peak_allocated, peak_reserved=free.peak_reserved, fits=not on_cap.oom,
+        peak_allocated=peak_allocated, peak_reserved=peak_reserved,
+        fits=cap > 0 and not on_cap.oom,
         by_category=by_category, top_modules=modules, trace=trace, replay=on_cap,
         workspace_bytes=c.workspace_bytes, capture_seconds=capture_seconds,
         replay_seconds=t2 - t1, ops=c.ops, not_modeled=_capture.NOT_MODELED,
         attention=dict(c.attention), series=series, peak_event=peak_op,
         step_bounds=[(b, starts[i + 1] if i + 1 < len(starts) else len(series))
-                     for i, b in enumerate(starts)])
+                     for i, b in enumerate(starts)],
+        card=None if args.card is None else _card_use(args.card, c, peak_reserved))
 
 
 def trace_events(c: Any) -> list[tuple[str, int, int, int, int]]:
@@ -300,7 +398,7 @@ def _live_at(c: Any, events: Sequence[tuple[str, int, int, int, int]], op: int,
         a = c.allocations[addr]
         cats[a.category] += size
         if a.category == "workspaces":
-            where = "(cuBLAS workspaces)"
+            where = f"({a.op}s)"
         elif a.phase == "forward" and a.module:
             where = a.module
         else:
@@ -322,6 +420,7 @@ class BatchSearch:
     affine: bool  # the trace's sizes were affine in the batch (checked on three captures)
     estimates: dict[int, Estimate]
     seconds: float
+    card: Optional[str] = None  # the card the capacity named (capacity: the allocator's share)
 
     def explain(self) -> str:
         def fmt(d: dict[int, bool]) -> str:
@@ -332,7 +431,10 @@ class BatchSearch:
         if self.affine:
             how += (f", {len(self.predicted)} replays of the trace scaled in the batch "
                     f"({fmt(self.predicted)})")
-        return (f"largest batch on {format_bytes(self.capacity)}: {self.batch} "
+        on = format_bytes(self.capacity)
+        if self.card:
+            on = f"{self.card} (the allocator's share: {on})"
+        return (f"largest batch on {on}: {self.batch} "
                 f"({how}; {self.seconds:.1f} s)")
 
     def __int__(self) -> int:
@@ -399,10 +501,12 @@ def _largest_fitting(fits: Callable[[int], bool], lo: int, hi: Optional[int],
     return lo
 
 
-def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: int = 3,
+def max_batch(workload: Union[Workload, Any], capacity: Optional[Size] = None, steps: int = 3,
               device: str = "cuda:0", config: str = "", limit: int = 1 << 16,
               workspace_bytes: Optional[int] = None) -> BatchSearch:
-    """The largest batch whose steps replay on `capacity` without an out-of-memory error.
+    """The largest batch whose steps replay on `capacity` without an out-of-memory error
+    (bytes: the allocator's share; a card's name: what its context and handles leave; None: the
+    card `device` names, else 24 GiB; as estimate takes it).
 
     Three captures (batches 2, 3, 4) test whether the trace is affine in the batch: the same
     allocations and frees, each size a + k * batch. When it is, the search replays the trace
@@ -415,7 +519,7 @@ def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: i
     Every argument is checked before the first capture: TypeError or ValueError naming it,
     memscope.ConfigError for `config`."""
     workload, _ = _as_workload(workload, None)
-    cap, ws = _arguments(workload, capacity, steps, device, config, workspace_bytes)
+    args = _arguments(workload, capacity, steps, device, config, workspace_bytes)
     _count(limit, "limit")
     _require_torch()
     from . import _capture
@@ -429,11 +533,11 @@ def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: i
     def captured(b: int) -> bool:
         if b not in tried:
             t = time.perf_counter()
-            c = _capture.capture(workload, b, steps, ws, gpu=_gpu(device), capacity=cap)
+            c = _capture.capture(workload, b, steps, args.workspace, gpu=_gpu(args.device),
+                                 capacity=args.capacity)
             captures[b] = c
             try:
-                estimates[b] = _evaluate(c, b, steps, device, cap, config,
-                                         time.perf_counter() - t)
+                estimates[b] = _evaluate(c, b, steps, args, config, time.perf_counter() - t)
             except StepTooLargeError:
                 tried[b] = False
             else:
@@ -441,7 +545,9 @@ def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: i
         return tried[b]
 
     def done(b: int, affine: bool) -> BatchSearch:
-        return BatchSearch(b, cap, tried, predicted, affine, estimates, time.perf_counter() - t0)
+        share = args.share(captures[min(captures)]) if captures else args.capacity
+        return BatchSearch(b, share, tried, predicted, affine, estimates,
+                           time.perf_counter() - t0, args.card.name if args.card else None)
 
     if limit < 4:  # too few batches for the affine model: capture each
         fits = [b for b in range(1, limit + 1) if captured(b)]
@@ -461,7 +567,7 @@ def max_batch(workload: Union[Workload, Any], capacity: Size = "24GiB", steps: i
                     predicted[b] = False
                     return False
                 r = Trace.from_events(events, c2.tags, c2.stacks).replay(
-                    capacity=cap, config=config, top_sites=0)
+                    capacity=max(1, args.share(c2)), config=config, top_sites=0)
                 assert isinstance(r, ReplayResult)
                 predicted[b] = not r.oom
             return predicted[b]
@@ -585,9 +691,9 @@ def _run(a: argparse.Namespace) -> int:
     try:
         _count(a.batch, "--batch")
         _count(a.steps, "--steps")
-        _size(a.capacity, "--capacity")
-        _config(a.config)
         _device(a.device)
+        _capacity(a.capacity, a.device, "--capacity")
+        _config(a.config)
     except (TypeError, ValueError, ConfigError) as err:
         raise _Failure(EXIT_USAGE, str(err)) from err
     try:
@@ -648,12 +754,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     hf.add_argument("--attn", default="sdpa", help="attn_implementation (sdpa, eager)")
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--steps", type=int, default=3)
-    p.add_argument("--capacity", default="24GiB",
-                   help="the GPU memory the allocator may use, with its unit (24GiB, 80GB)")
+    p.add_argument("--capacity", default=None,
+                   help="the GPU memory the allocator may use, with its unit (24GiB, 80GB), or "
+                        "a card (h100-80gb, h200, a100-40gb...: the whole card, less the CUDA "
+                        "context and the cuBLAS/cuDNN handles); default: the card --device "
+                        "names, else 24GiB")
     p.add_argument("--config", default="", help="allocator settings (PYTORCH_CUDA_ALLOC_CONF)")
     p.add_argument("--device", default="cuda:0",
                    help="the GPU estimated for (e.g. h100, a100: its compute capability and "
-                        "cuBLAS's workspace)")
+                        "cuBLAS's workspace; a card such as h100 is also the capacity when "
+                        "--capacity is not given)")
     p.add_argument("--max-batch", action="store_true", help="also search the largest batch")
     p.add_argument("--json", metavar="PATH", help="write the figures as JSON")
     p.add_argument("--html", metavar="PATH", help="write the replay's HTML report")

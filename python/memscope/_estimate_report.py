@@ -38,10 +38,24 @@ def estimate_report(e: Estimate) -> Report:
         ("peak allocated (last step)", format_bytes(e.peak_allocated)),
         ("peak reserved", format_bytes(e.peak_reserved)
          + (f" (settings: {e.config})" if e.config else "")),
-        ("capacity", f"{format_bytes(e.capacity)}: {fit}"),
+        ("capacity" if e.card is None else "the allocator's share",
+         f"{format_bytes(e.capacity)}: {fit}"),
         ("captured", f"{e.ops:,} ops in {e.capture_seconds:.2f} s, replayed in "
                      f"{e.replay_seconds:.2f} s"),
     ]
+    if e.card is not None:
+        u = e.card
+        left = (format_bytes(u.left) if u.left >= 0
+                else f"short by {format_bytes(-u.left)}")
+        summary += [
+            ("card", f"{u.card}: {format_bytes(u.total)} usable"),
+            ("outside the allocator", f"{format_bytes(u.outside)} (CUDA context "
+                                      f"{format_bytes(u.context)}, cuBLAS handles "
+                                      f"{format_bytes(u.cublas_handles)}, cuDNN handles "
+                                      f"{format_bytes(u.cudnn_handles)})"),
+            ("allocator reserved", format_bytes(u.reserved)),
+            ("left on the card", left),
+        ]
     if e.attention:
         calls = ", ".join(f"{n} on {b}" for b, n in sorted(e.attention.items()))
         summary.append(("attention", f"{calls} (as CUDA dispatches it on {e.device})"))
@@ -57,6 +71,9 @@ def estimate_report(e: Estimate) -> Report:
         "cache",
         "not modelled:\n" + "\n".join(f"  - {x}" for x in e.not_modeled),
     ]
+    if e.card is not None:
+        notes.append("the card's figures, and where they come from:\n" + "\n".join(
+            f"  - {what}: {source}" for what, source in e.card.sources.items()))
     series = []
     if e.series:
         t = [float(i) for i in range(len(e.series))]

@@ -196,7 +196,7 @@ def test_capture_matches_pytorchs_recording_on_this_gpu(dtype: str, dropout: flo
 
     major, minor = torch.cuda.get_device_capability()
     name = torch.cuda.get_device_name()
-    gpu = dataclasses.replace(_attention.gpu_for(name), major=major, minor=minor)
+    gpu = dataclasses.replace(_attention.gpu_for("cuda"), name=name, major=major, minor=minor)
     work = sdpa_workload(getattr(torch, dtype), dropout=dropout, seq=1024, causal=True)
     c = _capture.capture(work, 4, 1, 0, gpu=gpu)
     captured = sorted(a.size for a in c.allocations.values()

@@ -275,7 +275,7 @@ def test_max_batch_counts_a_batch_no_gpu_can_hold_as_not_fitting() -> None:
     ({"config": None}, TypeError, "config"), ({"device": None}, TypeError, "device"),
     ({"config": "bogus:1"}, memscope.ConfigError, "bogus"),
     ({"capacity": "24"}, memscope.ConfigError, "has no unit"),
-    ({"capacity": 0}, ValueError, "capacity"), ({"capacity": None}, TypeError, "capacity")])
+    ({"capacity": 0}, ValueError, "capacity"), ({"capacity": [24]}, TypeError, "capacity")])
 def test_max_batch_checks_every_argument_before_a_capture(kwargs: dict[str, Any],
                                                           error: type, names: str) -> None:
     # Milliseconds each: the workload must never run.

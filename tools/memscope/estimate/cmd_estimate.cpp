@@ -5,13 +5,16 @@
 // after putting this build's Python package on PYTHONPATH when there is one next to the command
 // and naming the command in MEMSCOPE_EXE.
 // Before that it checks what every command checks before its work: --capacity has a unit
-// (parse_size_with_unit) and every output can be written and is neither the script nor another
-// output (check_outputs), so a typo costs no capture.
+// (parse_size_with_unit; a capacity that starts with a letter names a card, "h100-80gb", which
+// the Python side looks up and refuses, listing the cards, when it knows none) and every output can
+// be written and is neither the script nor another output (check_outputs), so a typo costs no
+// capture.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
@@ -92,7 +95,9 @@ EstimateArguments scan_arguments(const std::vector<std::string>& args) {
 void check_arguments(const std::vector<std::string>& args) {
   const EstimateArguments a = scan_arguments(args);
   if (a.help) return;
-  if (!a.capacity.empty()) (void)parse_size_with_unit(a.capacity, "--capacity");
+  const bool names_card =
+      !a.capacity.empty() && std::isalpha(static_cast<unsigned char>(a.capacity.front())) != 0;
+  if (!a.capacity.empty() && !names_card) (void)parse_size_with_unit(a.capacity, "--capacity");
   check_outputs({{"SCRIPT", a.script}, {"--hf", a.hf}}, a.outputs);
 }
 

@@ -21,8 +21,8 @@ struct ReplayReportInput {
   const ReplayResult* result = nullptr;  // required: nothing is shown without it
   // The trace and the plan `result` replayed (built from it for result->device): the chart
   // (allocated, reserved and live bytes over the trace's time, replay() with record_series;
-  // stage bands from the events' tags; the peak marked) and the segment map at the peak,
-  // each block named by the code that allocated it.
+  // stage bands from the events' tags; the peak marked) and the segment map at the peak
+  // (replay() with peak_layout), each block named by the code that allocated it.
   const TorchSnapshot* snapshot = nullptr;
   const ReplayPlan* plan = nullptr;
   const Comparison* comparison = nullptr;  // other settings side by side, when given

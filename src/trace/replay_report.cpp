@@ -7,18 +7,15 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "memscope/caching_allocator.hpp"
 #include "memscope/config.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/report_text.hpp"
-#include "memscope/simulated_backend.hpp"
 #include "memscope/trace.hpp"
 #include "memscope/units.hpp"
 
@@ -258,49 +255,14 @@ void add_bands(const TorchSnapshot& snapshot, const Clock& clock, report::Report
   }
 }
 
-// The segments when the peak was reached: the plan replayed again, on the same settings and
-// device, up to and including the peak's op.
+// The segments when the peak was reached, as the replay kept them (ReplayOptions::peak_layout),
+// each allocated block named by the code that allocated it.
 report::SegmentMap segments_at_peak(const TorchSnapshot& trace, const ReplayPlan& plan,
-                                    const ReplayResult& result) {
-  ReplayPlan upto = plan;
-  upto.ops.resize(std::min(plan.ops.size(), result.peak.op + 1));
-  auto backend =
-      std::make_shared<SimulatedBackend>(result.capacity > 0 ? result.capacity : 80 * GiB);
-  CachingAllocator allocator(backend, AllocatorConfig::parse(result.config));
-  const ReplayResult again = replay(upto, allocator, false);
-  const Snapshot snapshot = allocator.snapshot();
-
-  // Which op allocated each live block: live_pointers are the live slots in slot order
-  // (replay.hpp), so the same walk over the truncated plan names them, unless an allocation
-  // failed on the way (then the blocks keep their sizes only).
-  std::vector<const ReplayOp*> alloc_of(plan.allocations, nullptr);
-  std::vector<std::uint8_t> freed(plan.allocations, 0);
-  for (const ReplayOp& op : upto.ops) {
-    if (op.slot >= plan.allocations) continue;
-    if (op.is_free) {
-      freed[op.slot] = 1;
-    } else {
-      alloc_of[op.slot] = &op;
-    }
-  }
-  const auto index_of = [&](const ReplayOp* op) {
-    return static_cast<std::size_t>(op - upto.ops.data());
-  };
-  std::vector<const ReplayOp*> live;
-  for (std::size_t slot = 0; slot < plan.allocations; ++slot) {
-    if (alloc_of[slot] != nullptr && freed[slot] == 0) live.push_back(alloc_of[slot]);
-  }
-  std::unordered_map<std::uintptr_t, const ReplayOp*> op_at;
-  if (again.num_ooms == 0 && live.size() == again.live_pointers.size()) {
-    for (std::size_t k = 0; k < live.size(); ++k) {
-      op_at.emplace(reinterpret_cast<std::uintptr_t>(again.live_pointers[k]), live[k]);
-    }
-  }
-
+                                    const ReplayResult& result, const PeakLayout& layout) {
   std::unordered_map<StackId, const TraceFrame*> where_cache;
   report::SegmentMap map;
   map.title = "Segments at peak reserved, " + moment_text(result.peak, result.trace_start_us);
-  for (const SegmentInfo& seg : snapshot.segments) {
+  for (const SegmentInfo& seg : layout.segments) {
     report::SegmentMap::Segment out;
     out.address = seg.address;
     out.size = seg.total_size;
@@ -311,10 +273,9 @@ report::SegmentMap segments_at_peak(const TorchSnapshot& trace, const ReplayPlan
       std::string label = format_size(b.size);
       if (b.state != BlockState::inactive) {
         label += fmt::format(" (requested {})", format_size(b.requested_size));
-        const auto it = op_at.find(b.address);
-        if (it != op_at.end()) {
-          const ReplayOp& op = *it->second;
-          label += ", " + where_of(trace, op, index_of(&op), plan, where_cache);
+        const std::size_t op = layout.op_at(b.address);
+        if (op < plan.ops.size()) {
+          label += ", " + where_of(trace, plan.ops[op], op, plan, where_cache);
         }
       }
       out.blocks.push_back({b.address - seg.address, b.size, to_string(b.state), label});
@@ -371,9 +332,11 @@ void add_chart(const TorchSnapshot& trace, const ReplayPlan& plan, const ReplayR
       fmt::format("peak reserved {} at {}", format_bytes(result.peak_reserved),
                   moment_text(result.peak, result.trace_start_us));
   report.peak = report::Marker{"reserved", t, static_cast<double>(result.peak_reserved), label};
-  report.segment_map = segments_at_peak(trace, plan, result);
-  report.summary.emplace_back("segments at the peak",
-                              std::to_string(report.segment_map->segments.size()));
+  if (result.peak_layout) {
+    report.segment_map = segments_at_peak(trace, plan, result, *result.peak_layout);
+    report.summary.emplace_back("segments at the peak",
+                                std::to_string(report.segment_map->segments.size()));
+  }
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ TEST(ReportOfReplay, RealTraceSegmentsAtThePeakAddUpToPeakReserved) {
   const ReplayPlan plan = build_replay_plan(snapshot, 0);
   ReplayOptions options;
   options.record_series = true;
+  options.peak_layout = true;  // the segment map
   options.capacity = 80 * GiB;
   ReplayResult result = replay(plan, options);
   explain_with_trace(snapshot, plan, result);

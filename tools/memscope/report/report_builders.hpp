@@ -1,7 +1,7 @@
-// From what the subcommands produce to a Report (memscope/report.hpp) for the HTML page; the
-// Report's own JSON form, which `replay --json` embeds, is the library's (report_json.hpp).
-//
-// A replay's report is the library's (memscope/replay_report.hpp).
+// Saved files that `memscope report` shows, as a Report (memscope/report.hpp) for the HTML page:
+// saved metrics and a saved estimate. Each other report is built beside what it reports: a
+// run's in run/run_report.hpp, a replay's in the library (memscope/replay_report.hpp), a
+// diff's in diff/diff.hpp; the Report's own JSON form is the library's (report_json.hpp).
 //
 // Thread safety: pure functions. Errors: ReportFormatError from report_of_estimate().
 #pragma once
@@ -14,13 +14,8 @@
 
 #include "memscope/metrics.hpp"
 #include "memscope/report.hpp"
-#include "run/run_record.hpp"
 
 namespace memscope::cli {
-
-// Tree RSS, each process's RSS, GPU memory, stage bands, the tree's peak marked; tables of
-// processes and stages. Says that RSS over time is sampled and peaks per process are VmHWM.
-[[nodiscard]] report::Report report_of_run(const RunRecord& record);
 
 // Saved metrics (save_metrics JSON): one table per stage, values formatted as log_metrics does.
 // The first `max_rows` keys only (the page shows no more: HtmlOptions::max_table_rows), so a

@@ -18,37 +18,12 @@ constexpr std::size_t kSpareBlocks = 64;
 
 }  // namespace
 
-MemoryStats AllocatorCore::stats() const noexcept {
-  return statistics_.report();
-}
-
-void AllocatorCore::reset_peak_stats() noexcept {
-  statistics_.reset_peaks();
-}
-
-void AllocatorCore::reset_accumulated_stats() noexcept {
-  statistics_.reset_accumulated();
-}
-
 AllocatorCore::AllocatorCore(Backend& backend, const AllocatorConfig& config)
     : backend_(backend),
       config_(config),
-      // With expandable segments free pages are unmapped or recycled, so the fragmentation
-      // max_split_size guards against cannot pin memory: every block may be split and reused
-      // (applied, it made PyTorch grow to 14 GiB reserved for 300 MiB live, issue #123548).
-      split_limit_(config.expandable_segments ? AllocatorConfig::kUnlimited
-                                              : config.max_split_size),
-      // A split remainder no longer strands memory in a segment (its pages can be unmapped),
-      // so, as PyTorch does with expandable segments, every remainder of 512 bytes is split off.
-      split_every_remainder_(config.expandable_segments),
-      places_by_address_(config.expandable_segments &&
-                         (config.page_recycling == AllocatorConfig::PageRecycling::above_peak ||
-                          config.page_recycling == AllocatorConfig::PageRecycling::always)),
+      rules_(config),
       poison_(detail::kAsan && config.poison_freed && backend.memory_kind() == MemoryKind::host),
       memory_limit_(config.memory_limit(backend.capacity())),
-      rounds_to_divisions_(std::any_of(config.roundup_power2_divisions.begin(),
-                                       config.roundup_power2_divisions.end(),
-                                       [](std::uint32_t d) { return d > 1; })),
       statistics_(config.max_split_size),
       store_(config.expandable_segments),
       events_(backend),
@@ -75,13 +50,13 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     process_events();
     // Expandable segments: a block whose streams are done is cached now, after the front-cached
     // ones, which a hit would take although best fit might find it (it may be lower).
-    if (split_every_remainder_) flush_recent();
+    if (rules_.split_every_remainder) flush_recent();
   }
   StreamPools& pools = store_.pools_for(stream);
   std::size_t rounded = 0;
   if (size <= detail::kLargestRequest) {
-    rounded =
-        rounds_to_divisions_ ? detail::round_size(size, config_) : detail::round_size_plain(size);
+    rounded = rules_.rounds_to_divisions ? detail::round_size(size, config_)
+                                         : detail::round_size_plain(size);
     // The fast path's case on another stream than the last, after pending events completed, or
     // inside a peak window (every call of a replay). The newest front-cached block only, and
     // only where best fit would pick it too: the others of its pool go to the bins first (an
@@ -98,7 +73,7 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
     if (pools.recent.count != 0) {
       if (Block* recent = detail::FrontCache::take_newest(pools.recent, rounded)) {
         flush_recent_into(pools.recent, *recent->segment->bins);
-        if (!places_by_address_ && detail::FrontCache::keeps_placement(recent)) {
+        if (!rules_.places_by_address && detail::FrontCache::keeps_placement(recent)) {
           return reuse_recent(recent, size);
         }
         flush_recent_block(recent);
@@ -117,10 +92,11 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (size <= detail::kLargestRequest) {
     small = detail::is_small(rounded);
     FreeBins& bins = small ? pools.small : pools.large;
-    if (places_by_address_) block = source_->place(pools, small, rounded);
-    if (block == nullptr) block = bins.take_best_fit(rounded, split_limit_, split_every_remainder_);
+    if (rules_.places_by_address) block = source_->place(pools, small, rounded);
+    if (block == nullptr)
+      block = bins.take_best_fit(rounded, rules_.split_limit, rules_.split_every_remainder);
     if (block == nullptr && reclaim_.call_free_memory_callbacks()) {
-      block = bins.take_best_fit(rounded, split_limit_, split_every_remainder_);
+      block = bins.take_best_fit(rounded, rules_.split_limit, rules_.split_every_remainder);
     }
     if (block == nullptr) {
       if (reclaim_.collects_garbage()) garbage_collect();
@@ -129,16 +105,8 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   }
   if (block == nullptr) {
     store_.drop_refused_pools(stream);  // a stream that never got a segment leaves nothing
-    statistics_.count_oom();
-    oom_ = {};
-    OutOfMemoryError::Figures& oom = oom_;
-    oom.requested = size;
-    oom.capacity = backend_.capacity();
-    oom.device_free = backend_.free_bytes();
-    oom.allocated = static_cast<std::size_t>(statistics_.allocated_bytes());
-    oom.reserved = static_cast<std::size_t>(statistics_.reserved_bytes());
-    oom.limit = memory_limit_;
-    if (recording_events()) recording_.event(TraceAction::oom, oom.device_free, size, 0, stream);
+    oom_ = statistics_.count_oom(size, backend_.capacity(), backend_.free_bytes(), memory_limit_);
+    if (recording_events()) recording_.event(TraceAction::oom, oom_.device_free, size, 0, stream);
     return nullptr;
   }
   hand_out(block, rounded, size);
@@ -174,10 +142,11 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
   const bool small = block->small_pool();
   store_.live().insert(block->address, block);  // cannot fail: allocate() reserved the slot
   // It was an inactive split block (a fresh segment never is).
-  if (block->counts_as_split(split_every_remainder_)) {
+  if (block->counts_as_split(rules_.split_every_remainder)) {
     statistics_.change_split(small, -1, -signed_size(block->size));
   }
-  if (detail::should_split(block->size, rounded, small || split_every_remainder_, split_limit_)) {
+  if (detail::should_split(block->size, rounded, small || rules_.split_every_remainder,
+                           rules_.split_limit)) {
     Block* rest = store_.split_at(block, block->address + rounded);
     rest->cached_at = clock();
     detail::FrontCache::cache_in_bins(rest);
@@ -204,8 +173,8 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
   // The other pool's stay: they are no neighbours, and no fit for this block's size.
   flush_recent_into(*block->segment->recent, *block->segment->bins);
   if (block->pending_events == 0 && !front_cache_.bypassed() &&
-      (!split_every_remainder_ ||
-       ((off_hot_path_ & kOffWaiting) == 0 && detail::FrontCache::keeps_placement(block))) &&
+      (!rules_.split_every_remainder ||
+       ((off_hot_path_ & Gate::kWaiting) == 0 && detail::FrontCache::keeps_placement(block))) &&
       detail::FrontCache::keeps_fixed_placement(block)) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
@@ -221,12 +190,8 @@ void AllocatorCore::keep_recent(Block* block) noexcept {
 }
 
 void AllocatorCore::flush_recent() noexcept {
-  // Only frees fill front caches: with none since the last walk, every one is empty.
-  const std::uint64_t frees = statistics_.frees();
-  if (frees == frees_at_flush_) return;
-  ++stream_walks_;
-  store_.for_each_pools([this](StreamId, StreamPools& pools) { flush_recent_of(pools.recent); });
-  frees_at_flush_ = frees;
+  const auto merge = [this](Block* b) { flush_recent_block(b); };
+  if (front_cache_.flush_all(store_, statistics_.frees(), merge)) ++stream_walks_;
 }
 
 void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
@@ -236,14 +201,6 @@ void AllocatorCore::flush_recent_of(detail::RecentFrees& recent) noexcept {
 void AllocatorCore::flush_recent_into(detail::RecentFrees& recent,
                                       const detail::FreeBins& bins) noexcept {
   detail::FrontCache::flush_into(recent, bins, [this](Block* b) { flush_recent_block(b); });
-}
-
-bool AllocatorCore::has_recent() const noexcept {
-  // Streams are few; a count of them all would cost the hot path an update at every hit.
-  bool any = false;
-  store_.for_each_pools(
-      [&any](StreamId, const StreamPools& pools) { any = any || pools.recent.count != 0; });
-  return any;
 }
 
 void AllocatorCore::flush_recent_block(Block* block) noexcept {
@@ -264,7 +221,7 @@ void AllocatorCore::cache_block(Block* block) noexcept {
   // the block it merges with, would otherwise stay there beside free space, and the hot path
   // would hand it back where best fit merges it and may place elsewhere
   // (FrontCachePlacement.AFrontCachedBlockLeavesWhenItsNeighbourIsCachedLater).
-  if (split_every_remainder_ &&
+  if (rules_.split_every_remainder &&
       config_.page_recycling == AllocatorConfig::PageRecycling::above_peak) {
     flush_recent();
   } else {
@@ -276,33 +233,10 @@ void AllocatorCore::cache_block(Block* block) noexcept {
 
 void AllocatorCore::merge_into_bins(Block* block) noexcept {
   const bool small = block->small_pool();
-  FreeBins& bins = *block->segment->bins;
-  std::int64_t split_blocks = 0;  // net change of inactive_split (count and bytes)
-  std::int64_t split_bytes = 0;
-  if (block->prev != nullptr && block->prev->cached) {
-    Block* prev = block->prev;
-    bins.remove(prev);
-    split_blocks -= 1;
-    split_bytes -= signed_size(prev->size);
-    block = store_.join(prev, block);
-  }
-  if (block->next != nullptr && block->next->cached) {
-    Block* next = block->next;
-    bins.remove(next);
-    split_blocks -= 1;
-    split_bytes -= signed_size(next->size);
-    store_.join(block, next);
-  }
-  block->requested_size = 0;
-  block->pending_events = 0;
-  block->cached_at = clock();
-  if (block->shares_mapped_range()) {  // is_split() in a fixed segment
-    split_blocks += 1;
-    split_bytes += signed_size(block->size);
-  }
-  detail::FrontCache::cache_in_bins(block);
-  poison(block->address, block->size);
-  statistics_.change_split(small, split_blocks, split_bytes);
+  const detail::Merged merged = store_.merge_free(block, clock());
+  detail::FrontCache::cache_in_bins(merged.block);
+  poison(merged.block->address, merged.block->size);
+  statistics_.change_split(small, merged.split_blocks, merged.split_bytes);
 }
 
 void AllocatorCore::record_stream(void* ptr, StreamId stream) {
@@ -340,12 +274,7 @@ std::size_t AllocatorCore::empty_cache() {
 
 std::size_t AllocatorCore::release_all_cached() {
   synchronize_events();  // what waited was freed after the last walk: the test below sees it
-  // Fixed segments: a whole cached segment appears only through a free (the last walk released
-  // every one), so with none since, this walk would find nothing. Expandable segments also
-  // leave ranges and pages behind when a growth fails: they walk every time.
-  if (!config_.expandable_segments && released_once_ && statistics_.frees() == frees_at_release_) {
-    return 0;
-  }
+  if (reclaim_.release_finds_nothing(statistics_.frees())) return 0;
   ++stream_walks_;
   flush_recent();
   const std::size_t released = source_->release_cached();
@@ -354,8 +283,7 @@ std::size_t AllocatorCore::release_all_cached() {
   // streams took 49 s). last_pools() stays: allocate() holds it, also while a
   // free-memory callback calls empty_cache().
   store_.drop_unused_pools();
-  frees_at_release_ = statistics_.frees();
-  released_once_ = true;
+  reclaim_.released(statistics_.frees());
   return released;
 }
 
@@ -370,17 +298,7 @@ void AllocatorCore::garbage_collect() {
     return;
   }
   flush_recent();  // collection looks at every stream's cached blocks (allocate flushed one)
-  // Large cached segments, by age (allocations since they were cached); with expandable
-  // segments, large cached blocks with whole pages inside, whose pages are unmapped.
-  std::vector<Block*> freeable;
-  store_.for_each_pools([this, &freeable](StreamId, const StreamPools& pools) {
-    pools.large.for_each(0, [this, &freeable](Block* b) {
-      if (source_->collectable(*b)) freeable.push_back(b);
-    });
-  });
-  // A collection touches no other cached block.
-  detail::Reclaim::collect(freeable, target, clock(),
-                           [this](Block* b) { return source_->collect(b); });
+  detail::Reclaim::collect_garbage(store_, *source_, target, clock());
 }
 
 void AllocatorCore::process_events() noexcept {
@@ -401,17 +319,16 @@ void AllocatorCore::synchronize_events() noexcept {
 }
 
 void AllocatorCore::update_hooks() noexcept {
-  hooks_ = (statistics_.has_windows() ? kHookWindows : 0U) |
-           (recording_.wants_frees() ? kHookRecord : 0U);
+  hooks_ = (statistics_.has_windows() ? Gate::kHookWindows : 0U) |
+           (recording_.wants_frees() ? Gate::kHookRecord : 0U);
   update_off_hot_path();
 }
 
 unsigned AllocatorCore::off_hot_path_now() const noexcept {
   // A block can wait with no event pending (recording its event failed), so both are looked at.
-  const bool waiting = events_.any_pending() || statistics_.blocks_wait();
-  return hooks_ | (waiting ? kOffWaiting : 0U) | (rounds_to_divisions_ ? kOffDivisions : 0U) |
-         (waiting && config_.expandable_segments ? kOffWaitingExpandable : 0U) |
-         (front_cache_.bypassed() ? kOffTight : 0U);
+  return Gate::derive(hooks_, events_.any_pending() || statistics_.blocks_wait(),
+                      rules_.rounds_to_divisions, config_.expandable_segments,
+                      front_cache_.bypassed());
 }
 
 void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {
@@ -435,8 +352,8 @@ void AllocatorCore::stop_recording() noexcept {
 }
 
 void AllocatorCore::after_allocate(const Block& block, std::size_t requested) noexcept {
-  if ((hooks_ & kHookWindows) != 0) statistics_.observe_windows();
-  if ((hooks_ & kHookRecord) != 0) {
+  if ((hooks_ & Gate::kHookWindows) != 0) statistics_.observe_windows();
+  if ((hooks_ & Gate::kHookRecord) != 0) {
     // Stacks start at our caller (the allocator's allocate()): the recorder's frames are noise.
     recording_.allocated(block, requested,
                          reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));

@@ -20,9 +20,11 @@
 #include "allocator/fixed_segments.hpp"
 #include "allocator/free_bins.hpp"
 #include "allocator/front_cache.hpp"
+#include "allocator/hot_path_gate.hpp"
 #include "allocator/pointer_map.hpp"
 #include "allocator/reclaim.hpp"
 #include "allocator/recycler.hpp"
+#include "allocator/size_rules.hpp"
 #include "allocator/stream_events.hpp"
 #include "memscope/backend.hpp"
 #include "memscope/config.hpp"
@@ -56,21 +58,22 @@ class AllocatorCore {
   [[nodiscard]] bool free_to_front_cache(void* ptr) noexcept;
   void record_stream(void* ptr, StreamId stream);
   [[nodiscard]] const detail::Block* find(const void* ptr) const noexcept;
-  [[nodiscard]] std::size_t live_allocations() const noexcept {
-    return statistics_.live_allocations();
-  }
   std::size_t empty_cache();
 
   // Moves every block of the front cache (RecentFrees) of every stream into the bins, merging
   // it: before any search of the bins and any release of cached memory, and before stats() and
   // snapshot() are read, which then say what merging at each free would have made them.
   void flush_recent() noexcept;
-  [[nodiscard]] bool has_recent() const noexcept;
+  [[nodiscard]] bool has_recent() const noexcept { return detail::FrontCache::any(store_); }
+  // The statistics, read-only: live allocations, peak windows and counters.
+  [[nodiscard]] const detail::AllocatorStatistics& statistics() const noexcept {
+    return statistics_;
+  }
   // Exact for the blocks as they are; inactive_split counts a front-cached block only once it is
   // merged (flush_recent() first for the figures PyTorch's rules give).
-  [[nodiscard]] MemoryStats stats() const noexcept;
-  void reset_peak_stats() noexcept;
-  void reset_accumulated_stats() noexcept;
+  [[nodiscard]] MemoryStats stats() const noexcept { return statistics_.report(); }
+  void reset_peak_stats() noexcept { statistics_.reset_peaks(); }
+  void reset_accumulated_stats() noexcept { statistics_.reset_accumulated(); }
   void count_invalid_free() noexcept { statistics_.count_invalid_free(); }
   [[nodiscard]] Snapshot snapshot() const;
   // Checks every invariant of the bookkeeping (listed in core_validate.cpp): segments tiled
@@ -79,15 +82,10 @@ class AllocatorCore {
   // naming the broken invariant and the block or segment. O(n log n) in the blocks: for tests
   // and debug builds, never on the hot path of a release build.
   void validate() const;
-  // The "hot-path-gate" invariant: the gate reuse() and file_if_hot() test (off_hot_path())
-  // equals what the hooks, waiting blocks and settings make it (off_hot_path_now()).
-  static void check_hot_path_gate(unsigned gate, unsigned derived);
+  // The gate reuse() and file_if_hot() test (HotPathGate), and what it must be.
   [[nodiscard]] unsigned off_hot_path() const noexcept { return off_hot_path_; }
   [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path() must be
 
-  [[nodiscard]] const PeakScope::Windows& peak_windows() const noexcept {
-    return statistics_.windows();
-  }
   // Peak windows are opened and closed here so the hot path's one test (hooks_) stays true.
   void open_window(PeakScope::Windows::Window& window) noexcept;
   void close_window(PeakScope::Windows::Window& window) noexcept;
@@ -97,9 +95,6 @@ class AllocatorCore {
   void start_recording(const RecordingOptions& options);
   void stop_recording() noexcept;
   [[nodiscard]] const detail::Recorder* recorder() const noexcept { return recording_.recorder(); }
-  [[nodiscard]] PeakScope::Windows::Values peak_counters() const noexcept {
-    return statistics_.peak_counters();
-  }
 
   void add_free_memory_callback(std::function<bool()> callback) {
     reclaim_.add_free_memory_callback(std::move(callback));
@@ -167,33 +162,8 @@ class AllocatorCore {
   void synchronize_events() noexcept;
   // A waiting block's last event is done: it stops waiting and is cached.
   void stop_waiting(detail::Block* block) noexcept;
-  // Work that most calls skip, behind one test of hooks_ on the hot path: peak windows to
-  // update after an allocation, events to record. Out of line, so the hot path stays small.
-  enum Hook : unsigned { kHookWindows = 1U, kHookRecord = 2U };
-  // Besides hooks: events are pending or blocks wait for them (the hot path would have to look
-  // at them first); sizes round to divisions; blocks wait with expandable segments on (a free
-  // then leaves the hot path: caching them later could change what best fit finds); at
-  // capacity (FrontCache::bypassed()): the front cache is bypassed. Expandable segments' placement
-  // needs no bit: the segment's FrontCacheRoom, which file_if_hot() tests anyway, says when a free
-  // keeps it.
-  enum OffHotPath : unsigned {
-    kOffWaiting = 4U,
-    kOffDivisions = 8U,
-    kOffWaitingExpandable = 16U,
-    kOffTight = 32U,
-    kOffFreeing = kHookWindows | kHookRecord | kOffWaitingExpandable | kOffTight,  // file_if_hot()
-    kOffReusing = ~0U,                                                             // reuse()
-  };
-  // At capacity: with fixed segments, once a new segment has been refused (the memory limit or
-  // the device is full, and cached segments are about to be released), every free goes to the
-  // bins, merged at once: the front cache's unmerged blocks made the smallest device that fits
-  // bigger than PyTorch's. (Best fit takes the lowest address among blocks of its size, as
-  // PyTorch's rules do, at capacity or not; with expandable segments only from here on.)
-  // Entering it when reserved passed half the limit fitted all 15 traces of the corpus within
-  // PyTorch's (at the limit: 12, each within 0.03 GB; with the lowest-address ties and
-  // kPrevCached, all 15), but a job that reserves more than half the device, most training
-  // jobs, then paid 600-800 instructions per hit pair instead of 149. Set by grow()
-  // before its release-and-retry, cleared by empty_cache() below half the limit.
+  using Gate = detail::HotPathGate;
+  // At capacity, fixed segments: the front cache is bypassed (FrontCache::bypass says why).
   void enter_tight() noexcept;
   void update_off_hot_path() noexcept { off_hot_path_ = off_hot_path_now(); }
   void update_hooks() noexcept;
@@ -203,7 +173,7 @@ class AllocatorCore {
                                                    std::size_t requested) noexcept;
   [[gnu::cold, gnu::noinline]] void record_free(const detail::Block& block) noexcept;
   [[gnu::cold, gnu::noinline]] void record_completed(const detail::Block& block) noexcept;
-  [[nodiscard]] bool recording_events() const noexcept { return (hooks_ & kHookRecord) != 0; }
+  [[nodiscard]] bool recording_events() const noexcept { return (hooks_ & Gate::kHookRecord) != 0; }
   // poison_freed: cached blocks of host memory are poisoned for AddressSanitizer (on) and
   // unpoisoned when handed out or released (off); no-ops in builds without ASan, without the
   // setting, and for backends whose memory the CPU cannot address.
@@ -211,29 +181,19 @@ class AllocatorCore {
 
   Backend& backend_;
   AllocatorConfig config_;
-  std::size_t split_limit_;  // blocks this big are never split: max_split_size (see ctor)
-  // Expandable segments are on (every segment is one): large blocks split like small ones.
-  bool split_every_remainder_;
-  bool places_by_address_;  // expandable segments whose pages move: source_->place()
+  const detail::PlacementRules rules_;  // how blocks are rounded, placed and split
   bool poison_;  // poison_freed is set, the build has ASan and the backend's memory is host
   std::size_t memory_limit_;
-  bool rounds_to_divisions_;  // any roundup_power2_divisions > 1: else plain 512-byte rounding
   detail::AllocatorStatistics statistics_;  // the figures stats() reports, and peak windows
-  // Walks over every stream skipped while nothing they look for can have appeared (issue 44):
-  // front caches fill only through frees, and a release (fixed segments) finds a whole cached
-  // segment only after a free. At the limit every refused allocation made both walks, over
-  // streams that had freed nothing: an RMM log of 60,000 streams took 35 s to replay, 300,000
-  // over 120 s (bench/oom_replay.cpp).
-  std::uint64_t frees_at_flush_ = 0;    // statistics_.frees() when flush_recent() last walked
-  std::uint64_t frees_at_release_ = 0;  // ... when release_all_cached() last walked
-  bool released_once_ = false;          // frees_at_release_ holds
-  std::uint64_t stream_walks_ = 0;      // walks over every stream (stream_walks())
-  detail::FrontCache front_cache_;      // the per-stream recent blocks' rules
-  OutOfMemoryError::Figures oom_;       // see oom_figures()
-  unsigned hooks_ = 0;  // Hook bits: what after_allocate() and the free path must do
-  // Why calls leave the hot path, in one word that reuse() and file_if_hot() test with one
-  // instruction: hooks_' bits and the OffHotPath ones (update_off_hot_path() keeps it).
-  unsigned off_hot_path_ = 0;
+  // Walks over every stream made (stream_walks()). FrontCache::flush_all() and
+  // Reclaim::release_finds_nothing() skip them while nothing they look for can have appeared
+  // (issue 44): at the limit every refused allocation made both, over streams that had freed
+  // nothing (an RMM log of 60,000 streams took 35 s to replay; bench/oom_replay.cpp).
+  std::uint64_t stream_walks_ = 0;
+  detail::FrontCache front_cache_;  // the per-stream recent blocks' rules
+  OutOfMemoryError::Figures oom_;   // see oom_figures()
+  unsigned hooks_ = 0;         // HotPathGate::Hook bits: what after_allocate() and the free must do
+  unsigned off_hot_path_ = 0;  // the HotPathGate (update_off_hot_path() keeps it)
   detail::AllocationRecording recording_;  // the events into its Recorder
   // The allocator's clock, which ages cached blocks for gc: allocations made so far.
   [[nodiscard]] std::uint64_t clock() const noexcept { return statistics_.clock(); }

@@ -110,6 +110,21 @@ void AllocatorStatistics::change_split(bool small, std::int64_t blocks,
   if (bytes < 0) decrease(kept_.inactive_split_bytes, small, -bytes);
 }
 
+OutOfMemoryError::Figures AllocatorStatistics::count_oom(std::size_t requested,
+                                                         std::size_t capacity,
+                                                         std::size_t device_free,
+                                                         std::size_t limit) noexcept {
+  ++kept_.num_ooms;
+  OutOfMemoryError::Figures oom;
+  oom.requested = requested;
+  oom.capacity = capacity;
+  oom.device_free = device_free;
+  oom.allocated = static_cast<std::size_t>(allocated_bytes());
+  oom.reserved = static_cast<std::size_t>(reserved_bytes());
+  oom.limit = limit;
+  return oom;
+}
+
 void AllocatorStatistics::count_segment(bool small, std::size_t size) noexcept {
   increase(kept_.segment, small, 1);
   increase(kept_.reserved_bytes, small, signed_size(size));

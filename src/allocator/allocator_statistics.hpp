@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "memscope/errors.hpp"
 #include "memscope/peak_scope.hpp"
 #include "memscope/stats.hpp"
 
@@ -67,7 +68,10 @@ class AllocatorStatistics {
   void count_device_alloc() noexcept { ++kept_.num_device_alloc; }
   void count_device_free() noexcept { ++kept_.num_device_free; }
   void count_alloc_retry() noexcept { ++kept_.num_alloc_retries; }
-  void count_oom() noexcept { ++kept_.num_ooms; }
+  // An allocation of `requested` bytes refused: counted, and the figures for its message.
+  [[nodiscard]] OutOfMemoryError::Figures count_oom(std::size_t requested, std::size_t capacity,
+                                                    std::size_t device_free,
+                                                    std::size_t limit) noexcept;
   void count_sync_all_streams() noexcept { ++kept_.num_sync_all_streams; }
   void count_invalid_free() noexcept { ++kept_.num_invalid_frees; }
 

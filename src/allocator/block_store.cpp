@@ -150,6 +150,34 @@ Block* BlockStore::split_at(Block* b, std::uintptr_t at) noexcept {
   return upper;
 }
 
+Merged BlockStore::merge_free(Block* block, std::uint64_t clock) noexcept {
+  FreeBins& bins = *block->segment->bins;
+  Merged merged;
+  if (block->prev != nullptr && block->prev->cached) {
+    Block* prev = block->prev;
+    bins.remove(prev);
+    merged.split_blocks -= 1;
+    merged.split_bytes -= signed_size(prev->size);
+    block = join(prev, block);
+  }
+  if (block->next != nullptr && block->next->cached) {
+    Block* next = block->next;
+    bins.remove(next);
+    merged.split_blocks -= 1;
+    merged.split_bytes -= signed_size(next->size);
+    join(block, next);
+  }
+  block->requested_size = 0;
+  block->pending_events = 0;
+  block->cached_at = clock;
+  if (block->shares_mapped_range()) {  // is_split() in a fixed segment
+    merged.split_blocks += 1;
+    merged.split_bytes += signed_size(block->size);
+  }
+  merged.block = block;
+  return merged;
+}
+
 Snapshot BlockStore::layout() const {
   Snapshot snap;
   for (const Segment* s = segments_; s != nullptr; s = s->next) {

@@ -56,6 +56,14 @@ struct LayoutSummary {
   [[nodiscard]] MemoryStats expected_statistics(bool split_every_remainder) const;
 };
 
+// What BlockStore::merge_free() made: the merged block, and the net change of inactive_split
+// (count and bytes) for AllocatorStatistics::change_split.
+struct Merged {
+  Block* block = nullptr;
+  std::int64_t split_blocks = 0;
+  std::int64_t split_bytes = 0;
+};
+
 // The checks of the components that own part of what a segment or block says (the front
 // cache's rooms and marks, the expandable source's page map), called by BlockStore::check() as
 // its walk reaches each part, so every invariant is named where it is first seen.
@@ -155,6 +163,11 @@ class BlockStore {
   // (prepared) and linked after it, holds the rest; what either is (cached, unmapped) is the
   // caller's to set.
   [[nodiscard]] Block* split_at(Block* b, std::uintptr_t at) noexcept;
+  // Inactive `block` (freed, front-cached or done waiting) joined with its cached neighbours,
+  // which leave their bins: the merged block, no longer active (no requested size, no events
+  // to wait for) and aged `clock`, for the caller to file in its bins (FrontCache::cache_in_bins),
+  // with the net change of inactive_split (blocks that share their mapped range) the merge made.
+  [[nodiscard]] Merged merge_free(Block* block, std::uint64_t clock) noexcept;
 
   // --- The pointer map: allocated and recent blocks (a recent one is not allocated) ---------
   [[nodiscard]] PointerMap& live() noexcept { return live_; }

@@ -101,7 +101,7 @@ bool register_fork_handlers() noexcept {
 
 void CachingAllocator::validate_if_debug() {
   if constexpr (kValidateEachChange) {
-    const std::size_t every = 1 + core_->live_allocations() / kValidateAllUpTo;
+    const std::size_t every = 1 + core_->statistics().live_allocations() / kValidateAllUpTo;
     if (++changes_ % every == 0) core_->validate();
   }
 }
@@ -300,7 +300,7 @@ MemoryStats CachingAllocator::stats() const {
 CachingAllocator::CurrentBytes CachingAllocator::current_bytes() const {
   const std::lock_guard lock(mutex_);
   // {allocated, reserved, active, requested}: exact without merging the front caches.
-  const auto now = core_->peak_counters();
+  const auto now = core_->statistics().peak_counters();
   return {.reserved = now[1], .allocated = now[0], .requested = now[3]};
 }
 
@@ -374,8 +374,8 @@ void CachingAllocator::close_scope(PeakScope& scope) noexcept {
 
 PeakValues CachingAllocator::scope_peak(const PeakScope& scope) const {
   const std::lock_guard lock(mutex_);
-  const auto v =
-      scope.window_->open ? core_->peak_windows().peak(*scope.window_) : scope.window_->record;
+  const auto v = scope.window_->open ? core_->statistics().windows().peak(*scope.window_)
+                                     : scope.window_->record;
   return {v[0], v[1], v[2], v[3]};
 }
 

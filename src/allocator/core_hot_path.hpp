@@ -35,7 +35,7 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
   // a front-cached block just the same.
   // No size test: a size beyond kLargestRequest rounds to 0 or to more than any block holds.
   StreamPools* const pools = store_.last_pools();
-  if (pools->stream != stream || pools->recent.count == 0 || (off_hot_path_ & kOffReusing) != 0)
+  if (pools->stream != stream || pools->recent.count == 0 || (off_hot_path_ & Gate::kReusing) != 0)
       [[unlikely]] {
     return nullptr;
   }
@@ -97,7 +97,7 @@ inline bool AllocatorCore::file_if_hot(detail::Block* block) noexcept {
   if (count < segment.room.limit ||
       (count | (reinterpret_cast<std::uintptr_t>(block->next) ^ segment.room.next)) == 0)
       [[likely]] {
-    if ((off_hot_path_ & kOffFreeing) == 0) [[likely]] {
+    if ((off_hot_path_ & Gate::kFreeing) == 0) [[likely]] {
       uncount_allocation(block);
       file_recent(block, recent);
       return true;

@@ -51,6 +51,14 @@ void FrontCache::mark_neighbours(const Block* block, const FreeBins& bins) noexc
   }
 }
 
+bool FrontCache::any(const BlockStore& store) noexcept {
+  // Streams are few; a count of them all would cost the hot path an update at every hit.
+  bool any = false;
+  store.for_each_pools(
+      [&any](StreamId, const StreamPools& pools) { any = any || pools.recent.count != 0; });
+  return any;
+}
+
 void FrontCache::check(const BlockStore& store, std::vector<const Block*>& recent) const {
   std::vector<const Block*> listed;
   store.for_each_pools(

@@ -1,9 +1,10 @@
 // Reclaim: what the allocator core gives back, and when, on its miss path: the free-memory
 // callbacks a miss calls before it grows, garbage collection above its threshold (the oldest
-// cached blocks first), and at the limit the oversize cached segments a new segment may replace.
-// A value member of AllocatorCore, which finds the candidate blocks (they live in its pools)
-// and releases each one the policy here picks, through the `release` function it passes:
-// release(Block*) gives the block's memory back and returns the bytes it freed. Not
+// cached blocks first), at the limit the oversize cached segments a new segment may replace,
+// and whether a release of everything cached can find anything. A value member of
+// AllocatorCore. The candidates are cached blocks of the BlockStore's pools that the segment
+// source can give back; each one the policy here picks is released through a `release`
+// function: release(Block*) gives the block's memory back and returns the bytes it freed. Not
 // synchronised (the core's caller locks).
 #pragma once
 
@@ -19,11 +20,15 @@
 
 namespace memscope::detail {
 
+class BlockStore;
+class SegmentSource;
+
 class Reclaim {
  public:
   explicit Reclaim(const AllocatorConfig& config) noexcept
       : gc_threshold_(config.garbage_collection_threshold),
-        max_split_size_(config.max_split_size) {}
+        max_split_size_(config.max_split_size),
+        expandable_(config.expandable_segments) {}
 
   // --- Free-memory callbacks (CachingAllocator::add_free_memory_callback) -------------------
   void add_free_memory_callback(std::function<bool()> callback) {
@@ -43,6 +48,26 @@ class Reclaim {
   template <class Release>
   static void collect(std::vector<Block*>& freeable, std::size_t target, std::uint64_t clock,
                       Release&& release);
+  // Garbage collection of `target` bytes over `store`: collect() on every large cached block
+  // that `source` can give back (SegmentSource::collectable: a whole fixed segment, an
+  // expandable block with whole pages inside), released by `source` (SegmentSource::collect).
+  // The caller flushed the front caches. A collection touches no other cached block.
+  static void collect_garbage(const BlockStore& store, SegmentSource& source, std::size_t target,
+                              std::uint64_t clock);
+
+  // --- Releasing everything cached (empty_cache, the last retry at the limit) ---------------
+  // Whether a walk over every stream for whole cached memory would find nothing, with `frees`
+  // frees made so far (AllocatorStatistics::frees()): with fixed segments a whole cached
+  // segment appears only through a free, and the last walk released every one. Expandable
+  // segments also leave ranges and pages behind when a growth fails: they walk every time.
+  [[nodiscard]] bool release_finds_nothing(std::uint64_t frees) const noexcept {
+    return !expandable_ && released_once_ && frees == frees_at_release_;
+  }
+  // Such a walk was made with `frees` frees made.
+  void released(std::uint64_t frees) noexcept {
+    frees_at_release_ = frees;
+    released_once_ = true;
+  }
 
   // --- At the limit (max_split_size) --------------------------------------------------------
   // Whether oversize segments exist to release (max_split_size is set), and its value.
@@ -60,6 +85,9 @@ class Reclaim {
  private:
   double gc_threshold_;
   std::size_t max_split_size_;
+  bool expandable_;                     // expandable_segments
+  std::uint64_t frees_at_release_ = 0;  // `frees` at the last walk of released()
+  bool released_once_ = false;          // frees_at_release_ holds
   std::vector<std::function<bool()>> free_memory_callbacks_;
 };
 

@@ -1,6 +1,8 @@
 #include "allocator/size_rules.hpp"
 
+#include <algorithm>
 #include <bit>
+#include <cstdint>
 
 namespace memscope::detail {
 namespace {
@@ -43,5 +45,20 @@ bool may_serve(std::size_t block_size, std::size_t rounded, std::size_t max_spli
   if (rounded >= max_split_size && block_size >= rounded + kLargeBuffer) return false;
   return true;
 }
+
+PlacementRules::PlacementRules(const AllocatorConfig& config) noexcept
+    // With expandable segments free pages are unmapped or recycled, so the fragmentation
+    // max_split_size guards against cannot pin memory: every block may be split and reused
+    // (applied, it made PyTorch grow to 14 GiB reserved for 300 MiB live, issue #123548).
+    : split_limit(config.expandable_segments ? AllocatorConfig::kUnlimited : config.max_split_size),
+      // A split remainder no longer strands memory in a segment (its pages can be unmapped),
+      // so, as PyTorch does with expandable segments, every remainder of 512 bytes is split off.
+      split_every_remainder(config.expandable_segments),
+      places_by_address(config.expandable_segments &&
+                        (config.page_recycling == AllocatorConfig::PageRecycling::above_peak ||
+                         config.page_recycling == AllocatorConfig::PageRecycling::always)),
+      rounds_to_divisions(std::any_of(config.roundup_power2_divisions.begin(),
+                                      config.roundup_power2_divisions.end(),
+                                      [](std::uint32_t d) { return d > 1; })) {}
 
 }  // namespace memscope::detail

@@ -55,4 +55,13 @@ inline constexpr std::size_t kLargestRequest = std::size_t{1} << 62;
 [[nodiscard]] bool may_serve(std::size_t block_size, std::size_t rounded,
                              std::size_t max_split_size) noexcept;
 
+// How the allocator core rounds, places and splits blocks under its settings.
+struct PlacementRules {
+  explicit PlacementRules(const AllocatorConfig& config) noexcept;
+  std::size_t split_limit;     // blocks this big are never split: max_split_size (see the ctor)
+  bool split_every_remainder;  // expandable segments: large blocks split like small ones
+  bool places_by_address;      // expandable segments whose pages move: SegmentSource::place()
+  bool rounds_to_divisions;    // any roundup_power2_divisions > 1: else plain 512-byte rounding
+};
+
 }  // namespace memscope::detail

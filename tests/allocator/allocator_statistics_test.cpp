@@ -13,6 +13,7 @@
 #include "allocator/allocator_statistics.hpp"
 #include "memscope/config.hpp"
 #include "memscope/errors.hpp"
+#include "memscope/units.hpp"
 
 namespace memscope::detail {
 namespace {
@@ -168,6 +169,21 @@ TEST(AllocatorStatistics, TheCheckerNamesAFigureTheBlocksDoNotSay) {
     EXPECT_NE(std::string(e.what()).find("requested_bytes.all.current is 1000"), std::string::npos)
         << e.what();
   }
+}
+
+TEST(AllocatorStatistics, ARefusalIsCountedWithTheFiguresForItsMessage) {
+  AllocatorStatistics statistics(AllocatorConfig::kUnlimited);
+  statistics.count_segment(false, 20 * MiB);
+  statistics.count_allocation(pool_index(false), 4 * MiB, 4000000);
+  const OutOfMemoryError::Figures figures =
+      statistics.count_oom(30 * MiB, 64 * MiB, 44 * MiB, 48 * MiB);
+  EXPECT_EQ(figures.requested, 30 * MiB);
+  EXPECT_EQ(figures.capacity, 64 * MiB);
+  EXPECT_EQ(figures.device_free, 44 * MiB);
+  EXPECT_EQ(figures.allocated, 4 * MiB);
+  EXPECT_EQ(figures.reserved, 20 * MiB);
+  EXPECT_EQ(figures.limit, 48 * MiB);
+  EXPECT_EQ(statistics.report().num_ooms, 1);
 }
 
 }  // namespace

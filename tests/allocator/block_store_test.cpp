@@ -97,6 +97,43 @@ TEST(BlockStore, AnExpandableSegmentShowsItsMappedRuns) {
   EXPECT_TRUE(snap.segments[1].is_expandable);
 }
 
+TEST(BlockStore, AFreeBlockMergesWithItsCachedNeighboursAndSaysWhatInactiveSplitLost) {
+  BlockStore store(false);
+  StreamPools& pools = store.pools_for(1);
+  store.prepare(4, 1);
+  Segment* s = store.add_segment(pools, false, at(0x8000000), 8 * MiB);
+  Block* low = s->first;
+  Block* freed = store.split_at(low, s->base + 1 * MiB);
+  Block* high = store.split_at(freed, s->base + 3 * MiB);
+  Block* live = store.split_at(high, s->base + 4 * MiB);
+  live->use.allocated = true;
+  pools.large.insert(low);
+  freed->requested_size = 2 * MiB;
+  freed->pending_events = 1;
+  // Only the lower neighbour is cached: one split block (1 MiB) out, the merged one (3 MiB) in.
+  const Merged first = store.merge_free(freed, 42);
+  EXPECT_EQ(first.block, low);
+  EXPECT_EQ(low->size, 3 * MiB);
+  EXPECT_EQ(low->next, high);
+  EXPECT_EQ(low->requested_size, 0U);
+  EXPECT_EQ(low->pending_events, 0U);
+  EXPECT_EQ(low->cached_at, 42U);
+  EXPECT_EQ(pools.large.count(), 0U);  // the neighbour left the bins; the caller files the rest
+  EXPECT_EQ(first.split_blocks, 0);
+  EXPECT_EQ(first.split_bytes, static_cast<std::int64_t>(2 * MiB));
+  // Both neighbours cached and nothing after them: the whole segment, no split block left.
+  pools.large.insert(low);
+  live->use.allocated = false;
+  pools.large.insert(live);
+  const Merged second = store.merge_free(high, 43);
+  EXPECT_EQ(second.block, low);
+  EXPECT_EQ(low->size, 8 * MiB);
+  EXPECT_EQ(low->next, nullptr);
+  EXPECT_EQ(pools.large.count(), 0U);
+  EXPECT_EQ(second.split_blocks, -2);
+  EXPECT_EQ(second.split_bytes, -static_cast<std::int64_t>(3 * MiB + 4 * MiB));
+}
+
 TEST(BlockStore, PageDonorsAreListedAsTheSettingSays) {
   BlockStore store(true);
   StreamPools& pools = store.pools_for(3);

@@ -1,7 +1,8 @@
 // FrontCache through its own interface, on hand-built segments of real Blocks and FreeBins:
 // filing, taking back only the newest of the exact size, evicting the oldest, flushing in the
-// order freed, the placement question it asks the bins (expandable and fixed segments), the
-// marks caching a neighbour leaves, and its "recent" checker. Cost: under 0.1 s.
+// order freed (every stream's only after a free), the placement question it asks the bins
+// (expandable and fixed segments), the marks caching a neighbour leaves, and its "recent" checker.
+// Cost: under 0.1 s.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "allocator/block.hpp"
+#include "allocator/block_store.hpp"
 #include "allocator/free_bins.hpp"
 #include "allocator/front_cache.hpp"
 #include "memscope/errors.hpp"
@@ -98,6 +100,31 @@ TEST_F(FrontCacheTest, FlushesInTheOrderFreedAndOnlyThoseOfTheBinsAsked) {
   FrontCache::flush(recent_, merge);
   EXPECT_EQ(merged, (std::vector<const Block*>{&blocks_[3], &blocks_[1], &blocks_[7]}));
   EXPECT_EQ(recent_.count, 0U);
+}
+
+TEST_F(FrontCacheTest, FlushesEveryStreamsListOnlyWhenAFreeWasMadeSinceItsLastWalk) {
+  BlockStore store(false);
+  RecentFrees& one = store.pools_for(1).recent;
+  RecentFrees& two = store.pools_for(2).recent;
+  EXPECT_FALSE(FrontCache::any(store));
+  blocks_[0].use.allocated = false;
+  FrontCache::file(&blocks_[0], one);
+  blocks_[4].use.allocated = false;
+  FrontCache::file(&blocks_[4], two);
+  EXPECT_TRUE(FrontCache::any(store));
+  FrontCache cache;
+  std::vector<const Block*> merged;
+  const auto merge = [&merged](Block* b) { merged.push_back(b); };
+  EXPECT_TRUE(cache.flush_all(store, 2, merge));
+  EXPECT_EQ(merged.size(), 2U);
+  EXPECT_EQ(one.count + two.count, 0U);
+  EXPECT_FALSE(FrontCache::any(store));
+  // No free since: no walk, even over a list filled behind its back.
+  FrontCache::file(&blocks_[6], one);
+  EXPECT_FALSE(cache.flush_all(store, 2, merge));
+  EXPECT_EQ(one.count, 1U);
+  EXPECT_TRUE(cache.flush_all(store, 3, merge));
+  EXPECT_EQ(merged.back(), &blocks_[6]);
 }
 
 TEST_F(FrontCacheTest, KeepsPlacementOnlyWhereBestFitWouldPutItToo) {

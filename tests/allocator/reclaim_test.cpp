@@ -1,14 +1,21 @@
 // Reclaim's policy through its own interface: the free-memory callbacks, garbage collection's
-// target and its oldest-first rounds, and which oversize segments make room at the limit.
-// Cost: under 0.1 s.
+// target and its oldest-first rounds (over a real block store and fixed segments on the
+// simulated device), which oversize segments make room at the limit, and when a release of
+// everything cached can skip its walk. Cost: under 0.1 s.
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <vector>
 
+#include "allocator/allocator_statistics.hpp"
 #include "allocator/block.hpp"
+#include "allocator/block_store.hpp"
+#include "allocator/fixed_segments.hpp"
+#include "allocator/front_cache.hpp"
 #include "allocator/reclaim.hpp"
+#include "allocator/segment_source.hpp"
 #include "memscope/config.hpp"
+#include "memscope/simulated_backend.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope::detail {
@@ -89,6 +96,56 @@ TEST(Reclaim, OversizeSegmentsMakeRoomSmallestAloneElseBiggestFirst) {
   oversize = {&blocks[0], &blocks[1], &blocks[2]};
   EXPECT_FALSE(reclaim.release_oversize(oversize, 64 * MiB, release));  // all 40 MiB: too few
   EXPECT_EQ(released.size(), 3U);
+}
+
+TEST(Reclaim, AReleaseWalkIsSkippedWithoutAFreeSinceTheLastOneWithFixedSegmentsOnly) {
+  Reclaim fixed(with(0.0, AllocatorConfig::kUnlimited));
+  EXPECT_FALSE(fixed.release_finds_nothing(0));  // never walked
+  fixed.released(5);
+  EXPECT_TRUE(fixed.release_finds_nothing(5));
+  EXPECT_FALSE(fixed.release_finds_nothing(6));
+  AllocatorConfig config = with(0.0, AllocatorConfig::kUnlimited);
+  config.expandable_segments = true;
+  Reclaim expandable(config);
+  expandable.released(5);
+  EXPECT_FALSE(expandable.release_finds_nothing(5));
+}
+
+// Fixed segments ask nothing of a core for what this test does.
+class NoHost final : public SourceHost {
+ public:
+  void flush_front_caches() noexcept override {}
+  void record_segment_event(TraceAction /*action*/, std::uintptr_t /*address*/,
+                            std::size_t /*bytes*/, StreamId /*stream*/) noexcept override {}
+};
+
+TEST(Reclaim, GarbageCollectionGivesBackTheOldestWholeLargeSegmentsOfEveryStream) {
+  const AllocatorConfig config = with(0.5, AllocatorConfig::kUnlimited);
+  SimulatedBackend device(1 * GiB);
+  BlockStore store(false);
+  AllocatorStatistics statistics(config.max_split_size);
+  Reclaim reclaim(config);
+  NoHost host;
+  const std::size_t limit = 1 * GiB;
+  FixedSegments source(device, store, statistics, reclaim, host, limit, false);
+  const auto cached_segment = [&](StreamId stream, std::size_t rounded, std::uint64_t at) {
+    store.prepare(2, 1);
+    Block* b = source.grow(store.pools_for(stream), rounded <= 1 * MiB, rounded);
+    b->cached_at = at;
+    FrontCache::cache_in_bins(b);
+    return b;
+  };
+  (void)cached_segment(1, 20 * MiB, 1);  // age 9
+  (void)cached_segment(2, 20 * MiB, 2);  // age 8
+  Block* young = cached_segment(1, 20 * MiB, 9);
+  Block* small = cached_segment(2, 4096, 0);  // the oldest, but collection frees large memory
+  // Ages 9, 8 and 1 average 6: the first round gives back the two oldest, 40 MiB, enough.
+  Reclaim::collect_garbage(store, source, 30 * MiB, 10);
+  EXPECT_EQ(device.reserved_bytes(), young->size + small->size);
+  EXPECT_EQ(statistics.reserved_bytes(), static_cast<std::int64_t>(young->size + small->size));
+  // A second collection takes what is left of the large pool, however young.
+  Reclaim::collect_garbage(store, source, 1, 10);
+  EXPECT_EQ(device.reserved_bytes(), small->size);
 }
 
 }  // namespace

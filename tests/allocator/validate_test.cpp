@@ -14,6 +14,7 @@
 #include "allocator/allocator_statistics.hpp"
 #include "allocator/block_store.hpp"
 #include "allocator/front_cache.hpp"
+#include "allocator/hot_path_gate.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/simulated_backend.hpp"
@@ -232,7 +233,7 @@ TEST(HotPathGate, AGateThatForgotWhatItGuards) {
   AllocatorCore core(*device, AllocatorConfig{});
   void* p = core.allocate(4096, kDefaultStream);
   const auto gate_invariant = [](unsigned gate, unsigned derived) {
-    return broken_invariant_of([&] { AllocatorCore::check_hot_path_gate(gate, derived); });
+    return broken_invariant_of([&] { detail::HotPathGate::check(gate, derived); });
   };
   EXPECT_EQ(core.off_hot_path(), 0U);  // nothing waits, no hooks, default settings
   EXPECT_EQ(core.off_hot_path_now(), 0U);

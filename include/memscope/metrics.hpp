@@ -2,7 +2,8 @@
 // text), log_metrics (an aligned table) and save_metrics (JSON files), after the Hugging Face
 // Trainer functions of the same names so existing habits and dashboards carry over.
 //
-// Memory keys hold bytes ("train_mem_cpu_alloc_delta" and any key containing "_mem_"), keys
+// What a key holds is told by its name (metric_unit()): memory keys hold bytes
+// ("train_mem_cpu_alloc_delta", any key containing "_mem_", ending in "_delta" or "_bytes"), keys
 // containing "_runtime" hold seconds, "total_flos" (and keys ending in "_flos") hold FLOPs.
 // Formatting picks one unit per kind for the whole table (KiB/MiB/GiB for bytes, GFLOP/TFLOP
 // for FLOPs) so the numbers line up; FormatOptions::trainer_compat prints what the Trainer
@@ -38,15 +39,25 @@ using Metrics = std::map<std::string, MetricValue, std::less<>>;
 // label -> note, e.g. "gpu" -> "cuda unavailable: no CUDA driver" (MemoryTracker::notes()).
 using MetricNotes = std::map<std::string, std::string, std::less<>>;
 
-// The one rule of which metric keys hold bytes, by name. A memory key contains "_mem_" (the
-// Trainer's and the tracker's: "train_mem_cpu_alloc_delta"): the metrics table and
-// `memscope diff` show those in bytes. The rank table, whose keys come from any source, also
-// reads keys ending in "_delta" or "_bytes" as bytes (holds_bytes()).
+// What a metric holds, told by its key: the one rule, which the metrics table, `memscope diff`
+// and the rank table all follow. The first that applies, in this order:
+enum class MetricUnit : std::uint8_t {
+  memory,  // bytes, by the Trainer's own rule: the key contains "_mem_" (train_mem_cpu_alloc_delta)
+  seconds,  // the key contains "_runtime" (train_runtime)
+  flops,    // "total_flos" and keys ending in "_flos"
+  bytes,    // bytes by name, for keys from any source: containing "_memscope_" (memscope.hf's
+            // names when the Trainer tracks memory too) or ending in "_delta" or "_bytes"
+            // (cpu_peaked_delta of a run's stage marks, reserved_bytes)
+  number,   // anything else
+};
+[[nodiscard]] MetricUnit metric_unit(std::string_view key) noexcept;
+// Whether a key holds bytes: its unit is memory or bytes.
 [[nodiscard]] bool is_memory_key(std::string_view key) noexcept;
-[[nodiscard]] bool holds_bytes(std::string_view key) noexcept;
 
 struct FormatOptions {
-  bool trainer_compat = false;  // "MB" (really MiB) and "GF" (really 2^30 FLOPs), as Trainer
+  // "MB" (really MiB) and "GF" (really 2^30 FLOPs), as the Trainer prints them: "MB" for
+  // MetricUnit::memory keys only, the Trainer's own rule; other byte keys as plain numbers.
+  bool trainer_compat = false;
 };
 
 // Every value as text, keyed as the input.

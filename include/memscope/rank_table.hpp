@@ -38,7 +38,7 @@ struct RankTable {
 
   // An aligned text table: "memscope: K metrics over N ranks", a header, then one row per key
   // with min, max, argmax, mean, sum and the ranks missing it ("1-4,7"; "-" for none). Memory
-  // keys (holds_bytes(), metrics.hpp: containing "_mem_", ending in "_delta" or "_bytes") in byte
+  // keys (is_memory_key(), metrics.hpp: containing "_mem_", ending in "_delta" or "_bytes") in byte
   // units ("3.00 MiB"), other integral values exactly, fractions with 6 significant digits.
   [[nodiscard]] std::string format() const;
   // {"world_size": N, "ranks": [{key: value}...], "reductions": {key: {"min", "max", "mean",

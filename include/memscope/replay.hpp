@@ -30,6 +30,7 @@
 #include "memscope/backend.hpp"
 #include "memscope/caching_allocator.hpp"
 #include "memscope/config.hpp"
+#include "memscope/snapshot.hpp"
 #include "memscope/stats.hpp"
 #include "memscope/trace_events.hpp"
 #include "memscope/units.hpp"
@@ -171,6 +172,18 @@ struct LiveBreakdown {
 [[nodiscard]] LiveBreakdown live_by_stack(const ReplayPlan& plan,
                                           const std::vector<std::size_t>& allocations);
 
+// The allocator's segments right after a replay's `peak` op (ReplayOptions::peak_layout): what
+// the peak's reserved bytes were made of, taken during the replay itself.
+struct PeakLayout {
+  std::vector<SegmentInfo> segments;  // Snapshot::segments then, in address order
+  // Each block allocated then: its address and the plan op (index into ReplayPlan::ops) whose
+  // allocation it held, by address.
+  std::vector<std::pair<std::uintptr_t, std::size_t>> allocated_by;
+
+  // The op whose allocation the block at `address` held; ReplayMoment::kNever for none.
+  [[nodiscard]] std::size_t op_at(std::uintptr_t address) const noexcept;
+};
+
 struct ReplayResult {
   std::int64_t device = 0;
   std::string config;          // the settings replayed (AllocatorConfig text)
@@ -205,6 +218,8 @@ struct ReplayResult {
   std::vector<ReplaySample> series;  // one per op, when asked for
   // Allocations still live at the end (as in the snapshot); they belong to the allocator.
   std::vector<void*> live_pointers;
+  // With ReplayOptions::peak_layout, when the peak happened.
+  std::optional<PeakLayout> peak_layout;
 
   // An aligned text report: the peaks (event, time, stage), the fragmentation figure,
   // segments, out-of-memory errors, and what was live at peak live and at peak reserved with
@@ -218,6 +233,10 @@ struct ReplayOptions {
   bool record_series = false;
   bool stop_at_first_oom = false;  // end the replay at the first refused allocation
   std::size_t top_sites = 10;      // sites kept by replay_trace()
+  // Keep the segments at the peak (ReplayResult::peak_layout): a snapshot of the allocator each
+  // time its reserved bytes reach a new high, the last one kept. Off, the loop is the same code
+  // as before it existed (a template parameter), so it costs nothing.
+  bool peak_layout = false;
 };
 
 // Replays `plan` through `allocator`; its allocations at the end stay live (live_pointers).

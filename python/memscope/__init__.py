@@ -125,8 +125,10 @@ from ._tracking import (
     allocator_source,
     default_tracker,
     host_source,
+    is_memory_key,
     load_metrics,
     log_metrics,
+    metric_unit,
     metrics_format,
     nvml_source,
     save_metrics,
@@ -135,7 +137,8 @@ from ._tracking import (
 )
 
 __all__ += [
-    "Tracker", "track", "default_tracker", "metrics_format", "log_metrics", "save_metrics",
+    "Tracker", "track", "default_tracker", "metrics_format", "metric_unit", "is_memory_key",
+    "log_metrics", "save_metrics",
     "load_metrics", "MemorySource", "host_source", "allocator_source", "unavailable_source",
     "nvml_source", "estimate", "max_batch", "Estimate", "BatchSearch", "CaptureError",
     "StepTooLargeError", "UnknownDeviceError", "CardUse",

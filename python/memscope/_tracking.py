@@ -30,13 +30,20 @@ from typing import TYPE_CHECKING, Any, Optional, TextIO, Union
 
 from . import _memscope
 from ._api import Device, _cuda_index, current_device, default_allocator
-from ._memscope import MemorySource, format_metrics_table, load_metrics, metrics_format
+from ._memscope import (
+    MemorySource,
+    format_metrics_table,
+    is_memory_key,
+    load_metrics,
+    metric_unit,
+    metrics_format,
+)
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
-__all__ = ["Tracker", "track", "default_tracker", "metrics_format", "log_metrics",
-           "save_metrics", "load_metrics", "MemorySource", "host_source", "allocator_source",
+__all__ = ["Tracker", "track", "default_tracker", "metrics_format", "metric_unit", "is_memory_key",
+           "log_metrics", "save_metrics", "load_metrics", "MemorySource", "host_source", "allocator_source",
            "unavailable_source", "nvml_source"]
 
 

@@ -68,7 +68,32 @@ nb::dict to_dict(const Metrics& metrics) {
   return d;
 }
 
+const char* unit_name(MetricUnit unit) noexcept {
+  switch (unit) {
+    case MetricUnit::memory:
+      return "memory";
+    case MetricUnit::seconds:
+      return "seconds";
+    case MetricUnit::flops:
+      return "flops";
+    case MetricUnit::bytes:
+      return "bytes";
+    case MetricUnit::number:
+      break;
+  }
+  return "number";
+}
+
 void bind_metrics(nb::module_& m) {
+  m.def(
+      "metric_unit", [](const std::string& key) { return unit_name(metric_unit(key)); },
+      nb::arg("key"),
+      "What a metric holds, by its key: \"memory\" (contains _mem_, the Trainer's rule), "
+      "\"seconds\" (_runtime), \"flops\" (total_flos, *_flos), \"bytes\" (*_memscope_*, "
+      "*_delta, *_bytes) or \"number\"; the rule of log_metrics, memscope diff and RankTable.");
+  m.def(
+      "is_memory_key", [](const std::string& key) { return is_memory_key(key); }, nb::arg("key"),
+      "Whether a metric key holds bytes: metric_unit(key) is \"memory\" or \"bytes\".");
   m.def(
       "metrics_format",
       [](const nb::dict& metrics, bool trainer_compat) {

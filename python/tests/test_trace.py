@@ -101,8 +101,8 @@ def test_compare_settings_side_by_side(real: memscope.Trace) -> None:
     assert all(r.peak_live == 13_923_997_700 for r in c.results)
     table = c.table()
     assert str(c) == table
-    for name in ["default", "max_split_size_mb:256", "garbage_collection_threshold:0.8",
-                 "fits on"]:
+    for name in ["(defaults)", "max_split_size_mb:256", "garbage_collection_threshold:0.8",
+                 "smallest device"]:
         assert name in table
     fits = c.fits
     assert all(f is not None and f.fits and f.capacity % (64 * MiB) == 0 for f in fits)

@@ -319,6 +319,20 @@ def test_formatting_and_files(tmp_path, sim: memscope.Allocator, capsys) -> None
     assert "test_mem_gpu_alloc_delta" in json.loads((tmp_path / "test_results.json").read_text())
 
 
+def test_one_rule_of_memory_keys_through_the_binding() -> None:
+    """memscope.metric_unit is the C++ rule the tables follow, not a copy of it."""
+    assert memscope.metric_unit("train_mem_cpu_alloc_delta") == "memory"
+    assert memscope.metric_unit("train_memscope_cpu_alloc_delta") == "bytes"  # memscope.hf's
+    assert memscope.metric_unit("train_runtime") == "seconds"
+    assert memscope.metric_unit("total_flos") == "flops"
+    assert memscope.metric_unit("train_loss") == "number"
+    assert memscope.is_memory_key("cpu_peaked_delta") and not memscope.is_memory_key("epoch")
+    metrics = {key: 3 * MiB for key in ("train_memscope_gpu_peaked_delta", "train_samples")}
+    text = memscope.metrics_format(metrics)
+    assert [text[k] == "3.00 MiB" for k in metrics] == [memscope.is_memory_key(k)
+                                                         for k in metrics]
+
+
 @pytest.mark.parametrize("value, error, says", [
     (2**63, ValueError, "metric 'x': 9223372036854775808 does not fit in a signed 64-bit integer"),
     (-(2**63) - 1, ValueError, "does not fit in a signed 64-bit integer; pass a float"),

@@ -4,9 +4,12 @@
 // The loop is the hot part: a pointer per slot (an array, no hashing), one running sum of live
 // bytes, and, on a simulated device of our own, a backend wrapper that notes the op at which
 // reserved bytes peak (segments are reserved rarely, so this costs one store per op). What was
-// live at the peak is found afterwards, from the plan alone, in one pass over its ops.
+// live at the peak is found afterwards, from the plan alone, in one pass over its ops. The segments
+// at the peak (ReplayOptions::peak_layout) are a snapshot after each op that raised the reserved
+// peak: a loop of its own (a template parameter), so a replay that does not ask pays nothing.
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <unordered_map>
 
@@ -50,12 +53,25 @@ ReplayPlan linked_copy(const ReplayPlan& plan) {
 struct LoopState {
   std::vector<void*> pointers;  // per slot; kept after the free, so a pass can tell success
   std::size_t ops_run = 0;
+  // kPeakLayout: the segments after the last op that raised the reserved peak, and that op.
+  std::vector<SegmentInfo> layout;
+  std::size_t layout_op = ReplayMoment::kNever;
 };
 
-template <class Watch>
+// kPeakLayout (ReplayOptions::peak_layout): after an op during which the watch saw reserved bytes
+// reach a new high, the allocator's segments are the peak's so far; the last such is the peak's.
+template <bool kPeakLayout, class Watch>
 LoopState run_loop(const ReplayPlan& plan, CachingAllocator& allocator, Watch& watch,
                    ReplayResult& result, bool record_series, bool stop_at_first_oom) {
   LoopState state;
+  const auto note_layout = [&]([[maybe_unused]] std::size_t op) {
+    if constexpr (kPeakLayout) {
+      if (watch.peak_op() == op) {
+        state.layout = allocator.snapshot().segments;
+        state.layout_op = op;
+      }
+    }
+  };
   state.pointers.assign(plan.allocations, nullptr);
   void** const pointers = state.pointers.data();
   std::int64_t live = 0;
@@ -85,6 +101,7 @@ LoopState run_loop(const ReplayPlan& plan, CachingAllocator& allocator, Watch& w
         }
         if (stop_at_first_oom) {
           result.stopped_at_oom = true;
+          note_layout(i);
           break;
         }
       }
@@ -102,6 +119,7 @@ LoopState run_loop(const ReplayPlan& plan, CachingAllocator& allocator, Watch& w
       const CachingAllocator::CurrentBytes now = allocator.current_bytes();  // O(1) in streams
       result.series.push_back({now.reserved, now.allocated, now.requested});
     }
+    note_layout(i);
   }
   state.ops_run = i == n ? n : i + 1;
   result.peak_live.live_bytes = std::max<std::int64_t>(best_live, 0);
@@ -121,16 +139,31 @@ void locate(const ReplayPlan& plan, ReplayMoment& m) {
   m.request = plan.ops[m.op].size;
 }
 
-// What was live after op `end - 1`, by stack and origin, given which slots were freed by then.
-LiveBreakdown live_after(const ReplayPlan& plan, const LoopState& state,
-                         const std::vector<std::uint8_t>& freed, std::size_t end) {
+// The allocation ops live after op `end - 1`, given which slots were freed by then.
+std::vector<std::size_t> live_after(const ReplayPlan& plan, const LoopState& state,
+                                    const std::vector<std::uint8_t>& freed, std::size_t end) {
   std::vector<std::size_t> live;
   for (std::size_t i = 0; i < end; ++i) {
     const ReplayOp& op = plan.ops[i];
     if (op.is_free || freed[op.slot] != 0 || state.pointers[op.slot] == nullptr) continue;
     live.push_back(i);
   }
-  return live_by_stack(plan, live);
+  return live;
+}
+
+// The layout kept at the peak, each allocated block named by its op: a slot's pointer stays
+// after its free, so the live ops' pointers are their blocks' addresses at the peak.
+PeakLayout layout_at_peak(const ReplayPlan& plan, const LoopState& state,
+                          const std::vector<std::size_t>& live) {
+  PeakLayout out;
+  out.segments = state.layout;
+  out.allocated_by.reserve(live.size());
+  for (const std::size_t i : live) {
+    out.allocated_by.emplace_back(
+        reinterpret_cast<std::uintptr_t>(state.pointers[plan.ops[i].slot]), i);
+  }
+  std::sort(out.allocated_by.begin(), out.allocated_by.end());
+  return out;
 }
 
 // One pass over the plan: what was live after the peak-live op and the reserved-peak op (by
@@ -141,8 +174,14 @@ void collect_live(const ReplayPlan& plan, const LoopState& state, ReplayResult& 
   for (std::size_t i = 0; i < state.ops_run; ++i) {
     const ReplayOp& op = plan.ops[i];
     if (op.is_free) freed[op.slot] = 1;
-    if (i == result.peak_live.op) result.at_peak_live = live_after(plan, state, freed, i + 1);
-    if (i == result.peak.op) result.at_peak_reserved = live_after(plan, state, freed, i + 1);
+    if (i == result.peak_live.op) {
+      result.at_peak_live = live_by_stack(plan, live_after(plan, state, freed, i + 1));
+    }
+    if (i == result.peak.op) {
+      const std::vector<std::size_t> live = live_after(plan, state, freed, i + 1);
+      result.at_peak_reserved = live_by_stack(plan, live);
+      if (state.layout_op == i) result.peak_layout = layout_at_peak(plan, state, live);
+    }
   }
   if (result.peak.happened()) {
     result.peak.live_bytes = static_cast<std::int64_t>(result.at_peak_reserved.bytes);
@@ -156,7 +195,7 @@ void collect_live(const ReplayPlan& plan, const LoopState& state, ReplayResult& 
   }
 }
 
-template <class Watch>
+template <bool kPeakLayout, class Watch>
 ReplayResult run(const ReplayPlan& given, CachingAllocator& allocator, Watch& watch,
                  bool record_series, bool stop_at_first_oom, bool keep_pointers) {
   const ReplayPlan* plan = &given;
@@ -176,7 +215,7 @@ ReplayResult run(const ReplayPlan& given, CachingAllocator& allocator, Watch& wa
 
   const auto start = std::chrono::steady_clock::now();
   const LoopState state =
-      run_loop(*plan, allocator, watch, result, record_series, stop_at_first_oom);
+      run_loop<kPeakLayout>(*plan, allocator, watch, result, record_series, stop_at_first_oom);
   result.wall_time = std::chrono::steady_clock::now() - start;
   window.close();
 
@@ -222,6 +261,12 @@ struct NoWatchPeak : NoWatch {
 
 }  // namespace
 
+std::size_t PeakLayout::op_at(std::uintptr_t address) const noexcept {
+  const auto it = std::lower_bound(allocated_by.begin(), allocated_by.end(),
+                                   std::pair<std::uintptr_t, std::size_t>{address, 0});
+  return it != allocated_by.end() && it->first == address ? it->second : ReplayMoment::kNever;
+}
+
 SiteOrigin origin_of(const ReplayPlan& plan, std::size_t index) noexcept {
   if (index >= plan.ops.size() || plan.ops[index].event != kBeforeTrace) return SiteOrigin::traced;
   return index < plan.starting_frees ? SiteOrigin::freed_in_trace : SiteOrigin::before_recording;
@@ -229,14 +274,17 @@ SiteOrigin origin_of(const ReplayPlan& plan, std::size_t index) noexcept {
 
 ReplayResult replay(const ReplayPlan& plan, CachingAllocator& allocator, bool record_series) {
   NoWatchPeak watch;
-  return run(plan, allocator, watch, record_series, false, true);
+  return run<false>(plan, allocator, watch, record_series, false, true);
 }
 
 ReplayResult replay(const ReplayPlan& plan, const ReplayOptions& options) {
   auto backend = std::make_shared<WatchedBackend>(options.capacity);
   CachingAllocator allocator(backend, options.config);
-  ReplayResult result =
-      run(plan, allocator, *backend, options.record_series, options.stop_at_first_oom, false);
+  ReplayResult result = options.peak_layout
+                            ? run<true>(plan, allocator, *backend, options.record_series,
+                                        options.stop_at_first_oom, false)
+                            : run<false>(plan, allocator, *backend, options.record_series,
+                                         options.stop_at_first_oom, false);
   result.capacity = options.capacity;
   return result;
 }

@@ -12,24 +12,29 @@
 
 namespace memscope {
 
-bool is_memory_key(std::string_view key) noexcept {
-  return key.find("_mem_") != std::string_view::npos;
+MetricUnit metric_unit(std::string_view key) noexcept {
+  const auto has = [key](std::string_view part) {
+    return key.find(part) != std::string_view::npos;
+  };
+  if (has("_mem_")) return MetricUnit::memory;
+  if (has("_runtime")) return MetricUnit::seconds;
+  if (key == "total_flos" || key.ends_with("_flos")) return MetricUnit::flops;
+  if (has("_memscope_") || key.ends_with("_delta") || key.ends_with("_bytes")) {
+    return MetricUnit::bytes;
+  }
+  return MetricUnit::number;
 }
 
-bool holds_bytes(std::string_view key) noexcept {
-  return is_memory_key(key) || key.ends_with("_delta") || key.ends_with("_bytes");
+bool is_memory_key(std::string_view key) noexcept {
+  const MetricUnit unit = metric_unit(key);
+  return unit == MetricUnit::memory || unit == MetricUnit::bytes;
 }
 
 namespace {
 
-enum class Column { memory, runtime, flops, other };
-
-Column column_of(std::string_view key, const MetricValue& value) {
-  if (std::holds_alternative<std::string>(value)) return Column::other;
-  if (is_memory_key(key)) return Column::memory;
-  if (key.find("_runtime") != std::string_view::npos) return Column::runtime;
-  if (key == "total_flos" || key.ends_with("_flos")) return Column::flops;
-  return Column::other;
+// A text value is shown as it is, whatever its key says.
+MetricUnit unit_of(std::string_view key, const MetricValue& value) {
+  return std::holds_alternative<std::string>(value) ? MetricUnit::number : metric_unit(key);
 }
 
 double as_double(const MetricValue& v) {
@@ -106,13 +111,13 @@ std::map<std::string, std::string> metrics_format(const Metrics& metrics,
   double min_memory = std::numeric_limits<double>::infinity();  // smallest non-zero
   double max_flops = 0;
   for (const auto& [key, value] : metrics) {
-    Column c = column_of(key, value);
-    if (c == Column::memory) {
+    const MetricUnit c = unit_of(key, value);
+    if (c == MetricUnit::memory || c == MetricUnit::bytes) {
       const double v = std::fabs(as_double(value));
       max_memory = std::max(max_memory, v);
       if (v > 0) min_memory = std::min(min_memory, v);
     }
-    if (c == Column::flops) max_flops = std::max(max_flops, std::fabs(as_double(value)));
+    if (c == MetricUnit::flops) max_flops = std::max(max_flops, std::fabs(as_double(value)));
   }
   const ColumnUnit mem = memory_unit(max_memory, min_memory);
   const ColumnUnit flop = flops_unit(max_flops);
@@ -120,8 +125,10 @@ std::map<std::string, std::string> metrics_format(const Metrics& metrics,
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : metrics) {
     std::string text;
-    switch (column_of(key, value)) {
-      case Column::memory:
+    const MetricUnit unit = unit_of(key, value);
+    switch (options.trainer_compat && unit == MetricUnit::bytes ? MetricUnit::number : unit) {
+      case MetricUnit::memory:
+      case MetricUnit::bytes:
         if (options.trainer_compat) {
           text = fmt::format("{}MB", as_int(value) >> 20);  // the Trainer's f"{v >> 20}MB"
         } else if (mem.scale == 1.0) {
@@ -130,15 +137,15 @@ std::map<std::string, std::string> metrics_format(const Metrics& metrics,
           text = fmt::format("{:.2f} {}", as_double(value) / mem.scale, mem.name);
         }
         break;
-      case Column::runtime:
+      case MetricUnit::seconds:
         text = timedelta(as_double(value));
         break;
-      case Column::flops:
+      case MetricUnit::flops:
         text = options.trainer_compat
                    ? fmt::format("{}GF", as_int(value) >> 30)
                    : fmt::format("{:.2f} {}", as_double(value) / flop.scale, flop.name);
         break;
-      case Column::other:
+      case MetricUnit::number:
         if (const auto* s = std::get_if<std::string>(&value)) {
           text = *s;
         } else if (const auto* i = std::get_if<std::int64_t>(&value)) {

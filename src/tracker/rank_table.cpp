@@ -75,7 +75,7 @@ nlohmann::json json_number(double v) {
 }
 
 std::string cell(std::string_view key, double v) {
-  if (holds_bytes(key) && std::isfinite(v) && std::fabs(v) < 9.2e18) {
+  if (is_memory_key(key) && std::isfinite(v) && std::fabs(v) < 9.2e18) {
     return format_bytes(std::llround(v));
   }
   return number(v);

@@ -12,6 +12,7 @@
 #include "memscope/metrics.hpp"
 #include "memscope/report_html.hpp"
 #include "report/report_builders.hpp"
+#include "run/run_report.hpp"
 #include "run/run_record.hpp"
 
 namespace memscope::cli {

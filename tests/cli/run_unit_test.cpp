@@ -14,7 +14,7 @@
 #include "cli.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/json_envelope.hpp"
-#include "report/report_builders.hpp"
+#include "run/run_report.hpp"
 #include "run/run_helpers.hpp"
 #include "run/run_record.hpp"
 #include "run/run_summary.hpp"

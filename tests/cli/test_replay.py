@@ -24,8 +24,8 @@ def python_trace(real_trace: Path):
 def test_text_names_the_peak_and_the_sites(real_trace: Path) -> None:
     result = memscope("replay", real_trace, check=True)
     out = result.stdout
-    assert re.search(r"peak reserved\s+\d+\.\d\d GiB \(event [\d,]+", out), out
-    assert re.search(r"Live at peak live( and peak reserved)? \(event [\d,]+", out), out
+    assert re.search(r"peak reserved\s+\d+\.\d\d GiB at event [\d,]+", out), out
+    assert re.search(r"Live at peak live( and peak reserved)?, event [\d,]+", out), out
     assert "model.py:39 forward" in out  # the real trace's largest site at the peak
     assert result.stderr == ""  # no progress when piped
 
@@ -188,10 +188,10 @@ def test_one_numbering_in_text_json_and_html(real_trace: Path, artifacts: Path) 
     data = json.loads(path.read_text())
     for key, label in (("peak", "peak reserved"), ("peak_live", r"peak live \(requested\)")):
         event = data[key]["event"]
-        assert re.search(rf"{label}\s+[\d.]+ GiB \(event {event:,}\b", result.stdout), \
+        assert re.search(rf"{label}\s+[\d.]+ GiB at event {event:,}\b", result.stdout), \
             result.stdout
     report = data["report"]
-    assert report["segment_map"]["title"].startswith(f"Segments at peak reserved (event "
+    assert report["segment_map"]["title"].startswith(f"Segments at peak reserved, event "
                                                      f"{data['peak']['event']:,}")
     assert report["peak"]["label"].startswith(f"peak reserved ") and \
         f"event {data['peak']['event']:,}" in report["peak"]["label"]
@@ -203,12 +203,12 @@ def test_one_numbering_in_text_json_and_html(real_trace: Path, artifacts: Path) 
     assert re.search(r"blocks live when recording began\s+229\n", result.stdout), result.stdout
     tables = [t["title"] for t in report["tables"]]
     if data["peak"]["event"] == data["peak_live"]["event"]:
-        assert f"Live at peak live and peak reserved (event {data['peak']['event']:,}" \
+        assert f"Live at peak live and peak reserved, event {data['peak']['event']:,}" \
             in result.stdout
-        assert any(t.startswith("Live at peak live and peak reserved (event ") for t in tables)
+        assert any(t.startswith("Live at peak live and peak reserved, event ") for t in tables)
     else:
-        assert any(t.startswith("Live at peak live (event ") for t in tables), tables
-        assert any(t.startswith("Live at peak reserved (event ") for t in tables), tables
+        assert any(t.startswith("Live at peak live, event ") for t in tables), tables
+        assert any(t.startswith("Live at peak reserved, event ") for t in tables), tables
 
 
 def test_fit_table_is_sorted_and_per_setting(real_trace: Path, artifacts: Path) -> None:

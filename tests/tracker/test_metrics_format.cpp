@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "memscope/metrics.hpp"
+#include "memscope/rank_table.hpp"
 #include "memscope/units.hpp"
 
 namespace memscope {
@@ -67,6 +68,54 @@ TEST(MetricsFormat, TrainerCompatibility) {
   EXPECT_EQ(f["before_init_mem_cpu"], "300MB");
   EXPECT_EQ(f["total_flos"], "114925GF");  // int(v) >> 30, as the Trainer computes it
   EXPECT_EQ(f["train_runtime"], "1:02:05.45");
+}
+
+// One rule of what a key holds (metric_unit()), which the table, the rank table and
+// `memscope diff` follow: the Trainer's "_mem_", and byte keys of other sources by name.
+TEST(MetricUnit, OneRuleForEveryKey) {
+  EXPECT_EQ(metric_unit("train_mem_cpu_alloc_delta"), MetricUnit::memory);
+  EXPECT_EQ(metric_unit("before_init_mem_cpu"), MetricUnit::memory);
+  EXPECT_EQ(metric_unit("train_mem_gpu_peak_bound"), MetricUnit::memory);
+  EXPECT_EQ(metric_unit("train_memscope_gpu_peaked_delta"), MetricUnit::bytes);  // memscope.hf
+  EXPECT_EQ(metric_unit("train_memscope_cpu_begin"), MetricUnit::bytes);
+  EXPECT_EQ(metric_unit("cpu_peaked_delta"), MetricUnit::bytes);  // a run's stage marks
+  EXPECT_EQ(metric_unit("reserved_bytes"), MetricUnit::bytes);
+  EXPECT_EQ(metric_unit("train_runtime"), MetricUnit::seconds);
+  EXPECT_EQ(metric_unit("total_flos"), MetricUnit::flops);
+  EXPECT_EQ(metric_unit("train_loss"), MetricUnit::number);
+  EXPECT_EQ(metric_unit("memory"), MetricUnit::number);
+  for (const char* key : {"train_mem_cpu_alloc_delta", "cpu_peaked_delta", "reserved_bytes",
+                          "train_memscope_cpu_begin"}) {
+    EXPECT_TRUE(is_memory_key(key)) << key;
+  }
+  for (const char* key : {"train_runtime", "total_flos", "train_loss", "bytes"}) {
+    EXPECT_FALSE(is_memory_key(key)) << key;
+  }
+}
+
+TEST(MetricUnit, TheTableAndTheRankTableShowTheSameKeysInBytes) {
+  const Metrics metrics = {{"train_memscope_gpu_peaked_delta", 3 * kMiB},
+                           {"reserved_bytes", 5 * kMiB},
+                           {"train_mem_cpu_alloc_delta", 2 * kMiB},
+                           {"train_samples", 3 * kMiB}};
+  auto f = metrics_format(metrics);
+  EXPECT_EQ(f["train_memscope_gpu_peaked_delta"], "3.00 MiB");
+  EXPECT_EQ(f["reserved_bytes"], "5.00 MiB");
+  EXPECT_EQ(f["train_mem_cpu_alloc_delta"], "2.00 MiB");
+  EXPECT_EQ(f["train_samples"], std::to_string(3 * kMiB));
+  // The Trainer formats its own "_mem_" keys only: the others print as it prints numbers.
+  auto compat = metrics_format(metrics, {.trainer_compat = true});
+  EXPECT_EQ(compat["train_mem_cpu_alloc_delta"], "2MB");
+  EXPECT_EQ(compat["reserved_bytes"], std::to_string(5 * kMiB));
+  std::map<std::string, double> rank;
+  for (const auto& [key, value] : metrics) {
+    rank[key] = static_cast<double>(std::get<std::int64_t>(value));
+  }
+  const std::string table = reduce({rank}).format();
+  EXPECT_NE(table.find("3.00 MiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("5.00 MiB"), std::string::npos) << table;
+  EXPECT_NE(table.find("2.00 MiB"), std::string::npos) << table;
+  EXPECT_EQ(table.find("3.00 MiB", table.find("train_samples")), std::string::npos) << table;
 }
 
 TEST(MetricsFormat, RuntimesAndFloatsAsTheTrainerPrintsThem) {

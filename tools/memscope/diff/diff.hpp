@@ -1,7 +1,7 @@
 // `memscope diff A B`: two files of the same kind side by side, the biggest growth first.
 //
 // - Two saved metrics files: per stage and key, A, B, the change and the change in percent;
-//   memory keys (containing "_mem_") first, by the largest absolute change.
+//   memory keys (is_memory_key(), metrics.hpp) first, by the largest absolute change.
 // - Two run recordings: the run's duration and tree RSS peak, per stage (matched by name and
 //   occurrence) its duration, sampled tree RSS peak, GPU peak and end-mark figures, and per
 //   command (matched by command line and occurrence) its peak RSS.
@@ -122,7 +122,7 @@ struct TraceDiff {
 
 // --fail-above (fail_above.cpp): the peaks of a diff, A against B. A trace's are its peak
 // reserved and peak live bytes; a run's its tree RSS peak and every stage's sampled peaks; a
-// metrics file's every memory key naming a peak ("_mem_" and "peak": train_mem_gpu_peaked_delta).
+// metrics file's every memory key (is_memory_key()) naming a peak: train_mem_gpu_peaked_delta.
 struct PeakChange {
   std::string what;  // "peak reserved", "stage train: GPU peak (sampled)"
   double a = 0.0;

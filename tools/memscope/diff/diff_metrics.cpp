@@ -17,14 +17,22 @@ namespace {
 using Kind = MetricsDiff::Kind;
 using Row = MetricsDiff::Row;
 
-// The same classes format_metrics_table() uses, so a key reads the same in both.
+// metric_unit(), the rule format_metrics_table() follows, so a key reads the same in both.
 Kind kind_of(std::string_view key, const MetricValue* a, const MetricValue* b) {
   const auto is_text = [](const MetricValue* v) {
     return v && std::holds_alternative<std::string>(*v);
   };
   if (is_text(a) || is_text(b)) return Kind::text;
-  if (is_memory_key(key)) return Kind::memory;
-  if (key.find("_runtime") != std::string_view::npos) return Kind::seconds;
+  switch (metric_unit(key)) {
+    case MetricUnit::memory:
+    case MetricUnit::bytes:
+      return Kind::memory;
+    case MetricUnit::seconds:
+      return Kind::seconds;
+    case MetricUnit::flops:
+    case MetricUnit::number:
+      break;
+  }
   return Kind::number;
 }
 

@@ -15,10 +15,10 @@
 #include "memscope/json_envelope.hpp"
 #include "memscope/json_reader.hpp"
 #include "memscope/oom.hpp"
+#include "memscope/replay_report.hpp"
 #include "memscope/report_decimate.hpp"
 #include "memscope/report_json.hpp"
 #include "memscope/units.hpp"
-#include "report/report_builders.hpp"
 
 namespace memscope::cli {
 namespace {
@@ -41,17 +41,6 @@ Json time_s(const ReplayMoment& m, std::int64_t start_us) {
 
 Json event_of(const ReplayMoment& m) {
   return m.event == kBeforeTrace ? Json(nullptr) : Json(m.event);
-}
-
-// "event 8,123 (t+1.234 s, stage 'backward')"
-std::string moment_words(const ReplayMoment& m, std::int64_t start_us) {
-  std::string out =
-      m.event == kBeforeTrace ? "the starting live set" : "event " + format_count(m.event);
-  const Json t = time_s(m, start_us);
-  if (!t.is_null()) out += fmt::format(" (t+{:.3f} s", t.get<double>());
-  if (!m.tag.empty()) out += (t.is_null() ? " (" : ", ") + ("stage '" + m.tag + "'");
-  if (!t.is_null() || !m.tag.empty()) out += ")";
-  return out;
 }
 
 Json fit_json(const std::optional<FitResult>& fit) {
@@ -182,7 +171,7 @@ std::string replay_verdict(const ReplayOutcome& outcome) {
   const ReplayResult& r = outcome.rows.front().replay;
   std::string out = fmt::format(
       "does not fit in {}: first OOM at {}: {} requested with {} reserved and {} live", capacity,
-      moment_words(r.first_oom, r.trace_start_us), format_size(r.first_oom.request),
+      moment_text(r.first_oom, r.trace_start_us), format_size(r.first_oom.request),
       format_bytes(r.first_oom.reserved_bytes), format_bytes(r.first_oom.live_bytes));
   out += fmt::format("; {} allocation{} refused", r.num_ooms, r.num_ooms == 1 ? "" : "s");
   if (outcome.rows.size() > 1) {
@@ -194,12 +183,9 @@ std::string replay_verdict(const ReplayOutcome& outcome) {
 
 report::Report replay_report(const ReplayOutcome& outcome) {
   ReplayReportInput input;
+  input.result = &outcome.first;
   input.snapshot = &outcome.snapshot;
   input.plan = &outcome.plan;
-  input.result = &outcome.first;
-  input.device = outcome.device;
-  input.config = outcome.parsed.front();
-  input.capacity = outcome.capacity;
   Comparison comparison;
   if (outcome.rows.size() > 1) {
     comparison.rows = outcome.rows;
@@ -207,7 +193,7 @@ report::Report replay_report(const ReplayOutcome& outcome) {
   }
   if (outcome.rows.front().fit) input.fit = &*outcome.rows.front().fit;
   input.source = outcome.trace.filename().string();
-  report::Report report = report_of_replay(input);
+  report::Report report = memscope::replay_report(input);
   std::string verdict = replay_verdict(outcome);
   if (!verdict.empty()) {
     verdict.pop_back();  // its '\n'

@@ -30,8 +30,8 @@ namespace memscope::cli {
 // The verdict alone: "fits in 24 GiB ..." / "does not fit in 24 GiB: first OOM at event ...".
 // Empty when no capacity was given.
 [[nodiscard]] std::string replay_verdict(const ReplayOutcome& outcome);
-// The report of the first setting (report_of_replay), with the verdict, its series decimated to
-// what --json stores (every peak and trough kept; a note says so).
+// The report of the first setting (replay_report(), memscope/replay_report.hpp), with the verdict,
+// its series decimated to what --json stores (every peak and trough kept; a note says so).
 [[nodiscard]] report::Report replay_report(const ReplayOutcome& outcome);
 [[nodiscard]] nlohmann::json replay_json(const ReplayOutcome& outcome,
                                          const report::Report& report);

@@ -122,11 +122,13 @@ ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress) {
     options.config = out.parsed.front();
     options.capacity = out.capacity;
     options.record_series = true;  // locates the peak and feeds the report's chart
+    options.peak_layout = true;    // the report's segment map
     options.top_sites = request.top_sites;
     out.first = replay(out.plan, options);
     explain_with_trace(out.snapshot, out.plan, out.first, request.top_sites);
     ComparisonRow row{out.first, std::nullopt};
     row.replay.series.clear();  // the rows carry figures only
+    row.replay.peak_layout.reset();
     if (request.fit) {
       progress.phase(request.progress_prefix + "searching the smallest device");
       FitOptions fit;
@@ -158,6 +160,7 @@ ReplayOutcome run_replay(const ReplayRequest& request, Progress& progress) {
     options.config = out.parsed.front();
     options.capacity = out.capacity;
     options.record_series = true;
+    options.peak_layout = true;
     options.top_sites = request.top_sites;
     out.first = replay(out.plan, options);
     explain_with_trace(out.snapshot, out.plan, out.first, request.top_sites);

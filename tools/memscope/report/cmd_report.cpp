@@ -22,6 +22,7 @@
 #include "replay/replay_session.hpp"
 #include "report/report_builders.hpp"
 #include "run/run_record.hpp"
+#include "run/run_report.hpp"
 #include "run/run_summary.hpp"
 
 namespace memscope::cli {

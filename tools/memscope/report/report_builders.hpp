@@ -1,7 +1,9 @@
-// From what the subcommands produce to a Report (memscope/report.hpp) for the HTML page; the
-// Report's own JSON form, which `replay --json` embeds, is the library's (report_json.hpp).
+// Saved files that `memscope report` shows, as a Report (memscope/report.hpp) for the HTML page:
+// saved metrics and a saved estimate. Each other report is built beside what it reports: a
+// run's in run/run_report.hpp, a replay's in the library (memscope/replay_report.hpp), a
+// diff's in diff/diff.hpp; the Report's own JSON form is the library's (report_json.hpp).
 //
-// Thread safety: pure functions. Errors: report_of_replay() passes the library's errors through.
+// Thread safety: pure functions. Errors: ReportFormatError from report_of_estimate().
 #pragma once
 
 #include <cstddef>
@@ -10,35 +12,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "memscope/config.hpp"
 #include "memscope/metrics.hpp"
-#include "memscope/replay.hpp"
 #include "memscope/report.hpp"
-#include "memscope/trace_events.hpp"
-#include "run/run_record.hpp"
 
 namespace memscope::cli {
-
-// Tree RSS, each process's RSS, GPU memory, stage bands, the tree's peak marked; tables of
-// processes and stages. Says that RSS over time is sampled and peaks per process are VmHWM.
-[[nodiscard]] report::Report report_of_run(const RunRecord& record);
-
-// What one replay of one device of a trace needs to be shown.
-struct ReplayReportInput {
-  const TorchSnapshot* snapshot = nullptr;  // the trace (times, frames, tags)
-  const ReplayPlan* plan = nullptr;         // built from it for `device`
-  const ReplayResult* result = nullptr;     // replayed with ReplayOptions::record_series
-  std::int64_t device = 0;
-  AllocatorConfig config{};  // the settings replayed (for the segment map at the peak)
-  std::size_t capacity = 0;  // of the simulated device replayed on
-  const Comparison* comparison = nullptr;  // other settings side by side, when given
-  const FitResult* fit = nullptr;          // the smallest device, when searched
-  std::string source;                      // the trace's file name
-};
-// Allocated, reserved and live bytes over the trace's time, the peak marked, stage bands from
-// the events' tags, the segment map at the peak (the plan replayed again up to it) and the
-// largest live allocations at the peak by frame; the settings and fit tables when given.
-[[nodiscard]] report::Report report_of_replay(const ReplayReportInput& input);
 
 // Saved metrics (save_metrics JSON): one table per stage, values formatted as log_metrics does.
 // The first `max_rows` keys only (the page shows no more: HtmlOptions::max_table_rows), so a

@@ -19,8 +19,8 @@
 #include "input_files.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/report_html.hpp"
-#include "report/report_builders.hpp"
 #include "run/run_record.hpp"
+#include "run/run_report.hpp"
 #include "run/run_session.hpp"
 #include "run/run_summary.hpp"
 

@@ -1,4 +1,4 @@
-// report_of_replay (tools/memscope/report/report_builders.hpp) on the repository's real trace: the
+// replay_report() (memscope/replay_report.hpp) with the trace, on the repository's real trace: the
 // segment map at the peak is the allocator's state there (its segments add up to the peak
 // reserved bytes), the marker sits at the peak op's time, and the lines are the replay's.
 #include <cstddef>
@@ -8,11 +8,11 @@
 #include <gtest/gtest.h>
 
 #include "memscope/replay.hpp"
+#include "memscope/replay_report.hpp"
 #include "memscope/trace.hpp"
-#include "report/report_builders.hpp"
 #include "trace_corpus.hpp"
 
-namespace memscope::cli {
+namespace memscope {
 namespace {
 
 TEST(ReportOfReplay, RealTraceSegmentsAtThePeakAddUpToPeakReserved) {
@@ -21,6 +21,7 @@ TEST(ReportOfReplay, RealTraceSegmentsAtThePeakAddUpToPeakReserved) {
   const ReplayPlan plan = build_replay_plan(snapshot, 0);
   ReplayOptions options;
   options.record_series = true;
+  options.peak_layout = true;  // the segment map
   options.capacity = 80 * GiB;
   ReplayResult result = replay(plan, options);
   explain_with_trace(snapshot, plan, result);
@@ -30,9 +31,8 @@ TEST(ReportOfReplay, RealTraceSegmentsAtThePeakAddUpToPeakReserved) {
   input.snapshot = &snapshot;
   input.plan = &plan;
   input.result = &result;
-  input.capacity = options.capacity;
   input.source = "real.pickle";
-  const report::Report report = report_of_replay(input);
+  const report::Report report = replay_report(input);
 
   ASSERT_EQ(report.series.size(), 3U);
   EXPECT_EQ(report.series[0].name, "reserved");
@@ -71,21 +71,21 @@ TEST(ReportOfReplay, RealTraceSegmentsAtThePeakAddUpToPeakReserved) {
   const bool same = result.peak_live.op == result.peak.op;
   ASSERT_EQ(report.tables.size(), same ? 1U : 2U);
   const std::string first =
-      same ? "Live at peak live and peak reserved (event " : "Live at peak live (event ";
+      same ? "Live at peak live and peak reserved, event " : "Live at peak live, event ";
   EXPECT_EQ(report.tables[0].title.rfind(first + format_count(result.peak_live.event), 0), 0U)
       << report.tables[0].title;
   EXPECT_EQ(report.tables[0].rows.size(), result.at_peak_live.top_sites.size());
   if (!same) {
     EXPECT_EQ(report.tables[1].title.rfind(
-                  "Live at peak reserved (event " + format_count(result.peak.event), 0),
+                  "Live at peak reserved, event " + format_count(result.peak.event), 0),
               0U)
         << report.tables[1].title;
   }
   EXPECT_EQ(report.segment_map->title.rfind(
-                "Segments at peak reserved (event " + format_count(result.peak.event), 0),
+                "Segments at peak reserved, event " + format_count(result.peak.event), 0),
             0U)
       << report.segment_map->title;
 }
 
 }  // namespace
-}  // namespace memscope::cli
+}  // namespace memscope

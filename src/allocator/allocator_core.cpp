@@ -100,12 +100,12 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (block == nullptr) {
     store_.drop_refused_pools(stream);  // a stream that never got a segment leaves nothing
     oom_ = statistics_.count_oom(size, backend_.capacity(), backend_.free_bytes(), memory_limit_);
-    if (recording_events()) recording_.event(TraceAction::oom, oom_.device_free, size, 0, stream);
+    hooks_.event(TraceAction::oom, oom_.device_free, size, 0, stream);
     return nullptr;
   }
   hand_out(block, rounded, size);
-  if (hooks_ != 0) [[unlikely]]
-    after_allocate(*block, size);
+  if (hooks_.bits() != 0) [[unlikely]]
+    hooks_.after_allocate(*block, size);
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
@@ -151,8 +151,9 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
 }
 
 void AllocatorCore::deallocate_slow(Block* block) noexcept {
-  if (recording_events()) [[unlikely]]
-    record_free(*block);
+  if (hooks_.recording_events()) [[unlikely]] {
+    if (hooks_.record_free(*block)) update_off_hot_path();
+  }
   uncount_allocation(block);
   events_.record_frees(*block);
   if (block->pending_events > 0) {  // stays active until its streams' events are done
@@ -241,9 +242,7 @@ std::size_t AllocatorCore::empty_cache() {
     front_cache_.bypass(false);  // the front cache is back
     update_off_hot_path();
   }
-  if (recording_events()) {
-    recording_.event(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
-  }
+  hooks_.event(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   store_.trim_spares();
   return released;
 }
@@ -283,7 +282,7 @@ void AllocatorCore::process_events() noexcept {
 }
 
 void AllocatorCore::stop_waiting(Block* block) noexcept {
-  if (recording_events()) record_completed(*block);
+  if (hooks_.recording_events() && hooks_.record_completed(*block)) update_off_hot_path();
   statistics_.stop_waiting(block->small_pool(), block->size);
   cache_block(block);
 }
@@ -294,59 +293,11 @@ void AllocatorCore::synchronize_events() noexcept {
   update_off_hot_path();
 }
 
-void AllocatorCore::update_hooks() noexcept {
-  hooks_ = (statistics_.has_windows() ? Gate::kHookWindows : 0U) |
-           (recording_.wants_frees() ? Gate::kHookRecord : 0U);
-  update_off_hot_path();
-}
-
 unsigned AllocatorCore::off_hot_path_now() const noexcept {
   // A block can wait with no event pending (recording its event failed), so both are looked at.
-  return Gate::derive(hooks_, events_.any_pending() || statistics_.blocks_wait(),
+  return Gate::derive(hooks_.bits(), events_.any_pending() || statistics_.blocks_wait(),
                       rules_.rounds_to_divisions, config_.expandable_segments,
                       front_cache_.bypassed());
-}
-
-void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {
-  statistics_.open_window(window);
-  update_hooks();
-}
-
-void AllocatorCore::close_window(PeakScope::Windows::Window& window) noexcept {
-  statistics_.close_window(window);
-  update_hooks();
-}
-
-void AllocatorCore::start_recording(const RecordingOptions& options) {
-  recording_.start(options);  // the earlier log goes
-  update_hooks();
-}
-
-void AllocatorCore::stop_recording() noexcept {
-  recording_.stop();
-  update_hooks();
-}
-
-void AllocatorCore::after_allocate(const Block& block, std::size_t requested) noexcept {
-  if ((hooks_ & Gate::kHookWindows) != 0) statistics_.observe_windows();
-  if ((hooks_ & Gate::kHookRecord) != 0) {
-    // Stacks start at our caller (the allocator's allocate()): the recorder's frames are noise.
-    recording_.allocated(block, requested,
-                         reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
-  }
-}
-
-void AllocatorCore::record_free(const Block& block) noexcept {
-  if (!recording_.freed(block)) update_hooks();  // the last stack forgotten: frees are free again
-}
-
-void AllocatorCore::Host::record_segment_event(TraceAction action, std::uintptr_t address,
-                                               std::size_t bytes, StreamId stream) noexcept {
-  if (core_.recording_events()) core_.recording_.event(action, address, bytes, bytes, stream);
-}
-
-void AllocatorCore::record_completed(const Block& block) noexcept {
-  if (!recording_.completed(block)) update_hooks();
 }
 
 }  // namespace memscope

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <unordered_set>
 #include <vector>
 
 #include "allocator/block.hpp"
@@ -157,5 +158,21 @@ inline bool FrontCache::keeps_placement(const Block* block) noexcept {
   const Block* fit = block->segment->bins->best_fit(block->size);
   return fit == nullptr || fit->size != block->size || fit->address > block->address;
 }
+
+// The front cache's part of BlockStore::check()'s walk: check_room(), check_marks() and
+// check_rooms() as it reaches each segment, block and stream.
+class FrontCacheChecks final : public LayoutChecks {
+ public:
+  void segment(const Segment& s, const StreamPools* pools) override {
+    FrontCache::check_room(s, pools);
+  }
+  void block(const Block& b, const Block* before) const override {
+    FrontCache::check_marks(b, before);
+  }
+  void pools(StreamId stream, const StreamPools& pools,
+             const std::unordered_set<const Segment*>& /*live*/) const override {
+    FrontCache::check_rooms(stream, pools);
+  }
+};
 
 }  // namespace memscope::detail

@@ -51,27 +51,10 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (size <= detail::kLargestRequest) {
     rounded = rules_.rounds_to_divisions ? detail::round_size(size, config_)
                                          : detail::round_size_plain(size);
-    // The fast path's case on another stream than the last, after pending events completed, or
-    // inside a peak window (every call of a replay). The newest front-cached block only, and
-    // only where best fit would pick it too: the others of its pool go to the bins first (an
-    // older one of this size is not what best fit would find, and taking it once made the compiled
-    // GPT-2 step reserve 3.7% more than PyTorch's rules from its second iteration on), then
-    // keeps_placement() asks what the hit cannot: is a neighbour free now (front-cached beside
-    // it, or cached after it was filed), or is a block of its size cached below it? If so it
-    // goes to the bins too, merges, and best fit decides. Random steps found both (tests/trace/
-    // random_steady_test.cpp: 7 of 3,000 one- and two-stream steps reserved up to 2.9% more
-    // than PyTorch's rules, and 4 up to 18% more with expandable segments). With placement by
-    // address space (above_peak, always) place_by_address() decides instead: keeps_placement()
-    // sees cached blocks, not unmapped ones, so its answer depended on what was mapped, and 3
-    // of 3,000 random steps reserved more from their second iteration on.
-    if (pools.recent.count != 0) {
-      if (Block* recent = detail::FrontCache::take_newest(pools.recent, rounded)) {
-        detail::FrontCache::flush_into(pools.recent, *recent->segment->bins, merge_recent());
-        if (!rules_.places_by_address && detail::FrontCache::keeps_placement(recent)) {
-          return reuse_recent(recent, size);
-        }
-        flush_recent_block(recent);
-      }
+    // The hit's case, where best fit would place it too (FrontCache::take_placed).
+    if (Block* recent = detail::FrontCache::take_placed(pools.recent, rounded,
+                                                        rules_.places_by_address, merge_recent())) {
+      return reuse_recent(recent, size);
     }
   }
   // Everything that can fail for lack of host memory happens here, before any state changes.
@@ -160,17 +143,9 @@ void AllocatorCore::deallocate_slow(Block* block) noexcept {
     statistics_.start_waiting(block->small_pool(), block->size);
     update_off_hot_path();
   }
-  // The stream's front-cached blocks of this pool go to its bins first, so that what decides
-  // below sees them merged: kept there, an older block of this size at a lower address, or a
-  // neighbour, was invisible to keeps_placement() (with expandable segments, random steps called
-  // directly, without a replay's peak window, reserved 1.18 of their live peak against
-  // PyTorch's expandable rules' 1.0017: the hit took the newer of two freed blocks of one size).
-  // The other pool's stay: they are no neighbours, and no fit for this block's size.
-  detail::FrontCache::flush_into(*block->segment->recent, *block->segment->bins, merge_recent());
-  if (block->pending_events == 0 && !front_cache_.bypassed() &&
-      (!rules_.split_every_remainder ||
-       ((off_hot_path_ & Gate::kWaiting) == 0 && detail::FrontCache::keeps_placement(block))) &&
-      detail::FrontCache::keeps_fixed_placement(block)) {
+  // Into the front cache as FrontCache::admits() says, after its pool's front-cached blocks.
+  if (front_cache_.admits(block, rules_.split_every_remainder,
+                          (off_hot_path_ & Gate::kWaiting) != 0, merge_recent())) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
   }

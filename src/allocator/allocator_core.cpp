@@ -51,27 +51,10 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (size <= detail::kLargestRequest) {
     rounded = rules_.rounds_to_divisions ? detail::round_size(size, config_)
                                          : detail::round_size_plain(size);
-    // The fast path's case on another stream than the last, after pending events completed, or
-    // inside a peak window (every call of a replay). The newest front-cached block only, and
-    // only where best fit would pick it too: the others of its pool go to the bins first (an
-    // older one of this size is not what best fit would find, and taking it once made the compiled
-    // GPT-2 step reserve 3.7% more than PyTorch's rules from its second iteration on), then
-    // keeps_placement() asks what the hit cannot: is a neighbour free now (front-cached beside
-    // it, or cached after it was filed), or is a block of its size cached below it? If so it
-    // goes to the bins too, merges, and best fit decides. Random steps found both (tests/trace/
-    // random_steady_test.cpp: 7 of 3,000 one- and two-stream steps reserved up to 2.9% more
-    // than PyTorch's rules, and 4 up to 18% more with expandable segments). With placement by
-    // address space (above_peak, always) place_by_address() decides instead: keeps_placement()
-    // sees cached blocks, not unmapped ones, so its answer depended on what was mapped, and 3
-    // of 3,000 random steps reserved more from their second iteration on.
-    if (pools.recent.count != 0) {
-      if (Block* recent = detail::FrontCache::take_newest(pools.recent, rounded)) {
-        detail::FrontCache::flush_into(pools.recent, *recent->segment->bins, merge_recent());
-        if (!rules_.places_by_address && detail::FrontCache::keeps_placement(recent)) {
-          return reuse_recent(recent, size);
-        }
-        flush_recent_block(recent);
-      }
+    // The hit's case, where best fit would place it too (FrontCache::take_placed).
+    if (Block* recent = detail::FrontCache::take_placed(pools.recent, rounded,
+                                                        rules_.places_by_address, merge_recent())) {
+      return reuse_recent(recent, size);
     }
   }
   // Everything that can fail for lack of host memory happens here, before any state changes.
@@ -100,12 +83,12 @@ void* AllocatorCore::allocate_slow(std::size_t size, StreamId stream) {
   if (block == nullptr) {
     store_.drop_refused_pools(stream);  // a stream that never got a segment leaves nothing
     oom_ = statistics_.count_oom(size, backend_.capacity(), backend_.free_bytes(), memory_limit_);
-    if (recording_events()) recording_.event(TraceAction::oom, oom_.device_free, size, 0, stream);
+    hooks_.event(TraceAction::oom, oom_.device_free, size, 0, stream);
     return nullptr;
   }
   hand_out(block, rounded, size);
-  if (hooks_ != 0) [[unlikely]]
-    after_allocate(*block, size);
+  if (hooks_.bits() != 0) [[unlikely]]
+    hooks_.after_allocate(*block, size);
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 
@@ -151,25 +134,18 @@ void AllocatorCore::hand_out(Block* block, std::size_t rounded, std::size_t requ
 }
 
 void AllocatorCore::deallocate_slow(Block* block) noexcept {
-  if (recording_events()) [[unlikely]]
-    record_free(*block);
+  if (hooks_.recording_events()) [[unlikely]] {
+    if (hooks_.record_free(*block)) update_off_hot_path();
+  }
   uncount_allocation(block);
   events_.record_frees(*block);
   if (block->pending_events > 0) {  // stays active until its streams' events are done
     statistics_.start_waiting(block->small_pool(), block->size);
     update_off_hot_path();
   }
-  // The stream's front-cached blocks of this pool go to its bins first, so that what decides
-  // below sees them merged: kept there, an older block of this size at a lower address, or a
-  // neighbour, was invisible to keeps_placement() (with expandable segments, random steps called
-  // directly, without a replay's peak window, reserved 1.18 of their live peak against
-  // PyTorch's expandable rules' 1.0017: the hit took the newer of two freed blocks of one size).
-  // The other pool's stay: they are no neighbours, and no fit for this block's size.
-  detail::FrontCache::flush_into(*block->segment->recent, *block->segment->bins, merge_recent());
-  if (block->pending_events == 0 && !front_cache_.bypassed() &&
-      (!rules_.split_every_remainder ||
-       ((off_hot_path_ & Gate::kWaiting) == 0 && detail::FrontCache::keeps_placement(block))) &&
-      detail::FrontCache::keeps_fixed_placement(block)) {
+  // Into the front cache as FrontCache::admits() says, after its pool's front-cached blocks.
+  if (front_cache_.admits(block, rules_.split_every_remainder,
+                          (off_hot_path_ & Gate::kWaiting) != 0, merge_recent())) {
     keep_recent(block);  // stays in the pointer map: its next allocation needs no insert
     return;
   }
@@ -241,9 +217,7 @@ std::size_t AllocatorCore::empty_cache() {
     front_cache_.bypass(false);  // the front cache is back
     update_off_hot_path();
   }
-  if (recording_events()) {
-    recording_.event(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
-  }
+  hooks_.event(TraceAction::empty_cache, 0, released, 0, kDefaultStream);
   store_.trim_spares();
   return released;
 }
@@ -283,7 +257,7 @@ void AllocatorCore::process_events() noexcept {
 }
 
 void AllocatorCore::stop_waiting(Block* block) noexcept {
-  if (recording_events()) record_completed(*block);
+  if (hooks_.recording_events() && hooks_.record_completed(*block)) update_off_hot_path();
   statistics_.stop_waiting(block->small_pool(), block->size);
   cache_block(block);
 }
@@ -294,59 +268,11 @@ void AllocatorCore::synchronize_events() noexcept {
   update_off_hot_path();
 }
 
-void AllocatorCore::update_hooks() noexcept {
-  hooks_ = (statistics_.has_windows() ? Gate::kHookWindows : 0U) |
-           (recording_.wants_frees() ? Gate::kHookRecord : 0U);
-  update_off_hot_path();
-}
-
 unsigned AllocatorCore::off_hot_path_now() const noexcept {
   // A block can wait with no event pending (recording its event failed), so both are looked at.
-  return Gate::derive(hooks_, events_.any_pending() || statistics_.blocks_wait(),
+  return Gate::derive(hooks_.bits(), events_.any_pending() || statistics_.blocks_wait(),
                       rules_.rounds_to_divisions, config_.expandable_segments,
                       front_cache_.bypassed());
-}
-
-void AllocatorCore::open_window(PeakScope::Windows::Window& window) noexcept {
-  statistics_.open_window(window);
-  update_hooks();
-}
-
-void AllocatorCore::close_window(PeakScope::Windows::Window& window) noexcept {
-  statistics_.close_window(window);
-  update_hooks();
-}
-
-void AllocatorCore::start_recording(const RecordingOptions& options) {
-  recording_.start(options);  // the earlier log goes
-  update_hooks();
-}
-
-void AllocatorCore::stop_recording() noexcept {
-  recording_.stop();
-  update_hooks();
-}
-
-void AllocatorCore::after_allocate(const Block& block, std::size_t requested) noexcept {
-  if ((hooks_ & Gate::kHookWindows) != 0) statistics_.observe_windows();
-  if ((hooks_ & Gate::kHookRecord) != 0) {
-    // Stacks start at our caller (the allocator's allocate()): the recorder's frames are noise.
-    recording_.allocated(block, requested,
-                         reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
-  }
-}
-
-void AllocatorCore::record_free(const Block& block) noexcept {
-  if (!recording_.freed(block)) update_hooks();  // the last stack forgotten: frees are free again
-}
-
-void AllocatorCore::Host::record_segment_event(TraceAction action, std::uintptr_t address,
-                                               std::size_t bytes, StreamId stream) noexcept {
-  if (core_.recording_events()) core_.recording_.event(action, address, bytes, bytes, stream);
-}
-
-void AllocatorCore::record_completed(const Block& block) noexcept {
-  if (!recording_.completed(block)) update_hooks();
 }
 
 }  // namespace memscope

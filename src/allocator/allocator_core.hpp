@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "allocator/allocation_recording.hpp"
+#include "allocator/allocation_hooks.hpp"
 #include "allocator/allocator_statistics.hpp"
 #include "allocator/block.hpp"
 #include "allocator/block_store.hpp"
@@ -86,15 +86,24 @@ class AllocatorCore {
   [[nodiscard]] unsigned off_hot_path() const noexcept { return off_hot_path_; }
   [[nodiscard]] unsigned off_hot_path_now() const noexcept;  // what off_hot_path() must be
 
-  // Peak windows are opened and closed here so the hot path's one test (hooks_) stays true.
-  void open_window(PeakScope::Windows::Window& window) noexcept;
-  void close_window(PeakScope::Windows::Window& window) noexcept;
-
-  // Recording (allocation_recording.hpp): start afresh (UsageError for max_entries 0), stop (the
-  // log is kept for recorder()), and the log, null when never started.
-  void start_recording(const RecordingOptions& options);
-  void stop_recording() noexcept;
-  [[nodiscard]] const detail::Recorder* recorder() const noexcept { return recording_.recorder(); }
+  // Peak windows and recording (AllocationHooks), here so that the HotPathGate follows them.
+  void open_window(PeakScope::Windows::Window& window) noexcept {
+    hooks_.open_window(window);
+    update_off_hot_path();
+  }
+  void close_window(PeakScope::Windows::Window& window) noexcept {
+    hooks_.close_window(window);
+    update_off_hot_path();
+  }
+  void start_recording(const RecordingOptions& options) {
+    hooks_.start_recording(options);
+    update_off_hot_path();
+  }
+  void stop_recording() noexcept {
+    hooks_.stop_recording();
+    update_off_hot_path();
+  }
+  [[nodiscard]] const detail::Recorder* recorder() const noexcept { return hooks_.recorder(); }
 
   void add_free_memory_callback(std::function<bool()> callback) {
     reclaim_.add_free_memory_callback(std::move(callback));
@@ -166,14 +175,6 @@ class AllocatorCore {
   // At capacity, fixed segments: the front cache is bypassed (FrontCache::bypass says why).
   void enter_tight() noexcept;
   void update_off_hot_path() noexcept { off_hot_path_ = off_hot_path_now(); }
-  void update_hooks() noexcept;
-  // Cold and never inlined: inlined, the compiler hoists their loads above the hooks_ test
-  // (and after_allocate's return address is where recorded C++ stacks start).
-  [[gnu::cold, gnu::noinline]] void after_allocate(const detail::Block& block,
-                                                   std::size_t requested) noexcept;
-  [[gnu::cold, gnu::noinline]] void record_free(const detail::Block& block) noexcept;
-  [[gnu::cold, gnu::noinline]] void record_completed(const detail::Block& block) noexcept;
-  [[nodiscard]] bool recording_events() const noexcept { return (hooks_ & Gate::kHookRecord) != 0; }
   // poison_freed: cached blocks of host memory are poisoned for AddressSanitizer (on) and
   // unpoisoned when handed out or released (off); no-ops in builds without ASan, without the
   // setting, and for backends whose memory the CPU cannot address.
@@ -190,11 +191,10 @@ class AllocatorCore {
   // (issue 44): at the limit every refused allocation made both, over streams that had freed
   // nothing (an RMM log of 60,000 streams took 35 s to replay; bench/oom_replay.cpp).
   std::uint64_t stream_walks_ = 0;
-  detail::FrontCache front_cache_;  // the per-stream recent blocks' rules
-  OutOfMemoryError::Figures oom_;   // see oom_figures()
-  unsigned hooks_ = 0;         // HotPathGate::Hook bits: what after_allocate() and the free must do
-  unsigned off_hot_path_ = 0;  // the HotPathGate (update_off_hot_path() keeps it)
-  detail::AllocationRecording recording_;  // the events into its Recorder
+  detail::FrontCache front_cache_;              // the per-stream recent blocks' rules
+  OutOfMemoryError::Figures oom_;               // see oom_figures()
+  unsigned off_hot_path_ = 0;                   // the HotPathGate (update_off_hot_path() keeps it)
+  detail::AllocationHooks hooks_{statistics_};  // windows and recording: what else each call does
   // The allocator's clock, which ages cached blocks for gc: allocations made so far.
   [[nodiscard]] std::uint64_t clock() const noexcept { return statistics_.clock(); }
   detail::BlockStore store_;     // segments, blocks, the pointer map, each stream's pools
@@ -206,7 +206,9 @@ class AllocatorCore {
     explicit Host(AllocatorCore& core) noexcept : core_(core) {}
     void flush_front_caches() noexcept override { core_.flush_recent(); }
     void record_segment_event(TraceAction action, std::uintptr_t address, std::size_t bytes,
-                              StreamId stream) noexcept override;
+                              StreamId stream) noexcept override {
+      core_.hooks_.event(action, address, bytes, bytes, stream);
+    }
 
    private:
     AllocatorCore& core_;

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -64,22 +65,23 @@ struct Merged {
   std::int64_t split_bytes = 0;
 };
 
-// The checks of the components that own part of what a segment or block says (the front
-// cache's rooms and marks, the expandable source's page map), called by BlockStore::check() as
-// its walk reaches each part, so every invariant is named where it is first seen.
+// The checks of a component that owns part of what a segment or block says (the front
+// cache's rooms and marks: FrontCacheChecks; the expandable source's page map:
+// ExpandableChecks), called by BlockStore::check() as its walk reaches each part, so every
+// invariant is named where it is first seen. Each part does nothing unless overridden.
 class LayoutChecks {
  public:
   // A segment, before its blocks (`pools`: its stream's, or null when missing).
-  virtual void segment(const Segment& s, const StreamPools* pools) = 0;
+  virtual void segment(const Segment& /*s*/, const StreamPools* /*pools*/) {}
   // An unmapped block (`before`: its previous neighbour).
-  virtual void unmapped_block(const Block& b, const Block* before) = 0;
+  virtual void unmapped_block(const Block& /*b*/, const Block* /*before*/) {}
   // Any block, after its state was checked.
-  virtual void block(const Block& b, const Block* before) const = 0;
+  virtual void block(const Block& /*b*/, const Block* /*before*/) const {}
   // After a segment's blocks (`mapped`: the bytes of its blocks that are not unmapped).
-  virtual void segment_end(const Segment& s, std::size_t mapped) = 0;
+  virtual void segment_end(const Segment& /*s*/, std::size_t /*mapped*/) {}
   // A stream's pools, after their segment count was checked (`live`: every live segment).
-  virtual void pools(StreamId stream, const StreamPools& pools,
-                     const std::unordered_set<const Segment*>& live) const = 0;
+  virtual void pools(StreamId /*stream*/, const StreamPools& /*pools*/,
+                     const std::unordered_set<const Segment*>& /*live*/) const {}
 
  protected:
   LayoutChecks() = default;
@@ -192,10 +194,11 @@ class BlockStore {
   // neighbours), "pointer-map" (exactly the allocated and recent blocks, each under its
   // address), "stream-pools" (each stream's pools filed under its id, counting its live
   // segments) and "free-bins" (each segment's bins its stream's pool of its kind, the bins
-  // consistent and holding blocks of their own pool, the page donors). `checks` adds the other
-  // components' checks as the walk reaches each part. `max_split_size`: the setting (oversize
-  // counts).
-  [[nodiscard]] LayoutSummary check(LayoutChecks& checks, std::size_t max_split_size) const;
+  // consistent and holding blocks of their own pool, the page donors). `checks` add the other
+  // components' checks as the walk reaches each part, in their order. `max_split_size`: the
+  // setting (oversize counts).
+  [[nodiscard]] LayoutSummary check(std::initializer_list<LayoutChecks*> checks,
+                                    std::size_t max_split_size) const;
   // After the front cache's lists were checked against summary.recent: the stand-in pools hold
   // nothing, last_pools() is live, and the bins hold exactly the cached blocks.
   void check_bins_hold_cached(LayoutSummary& summary) const;

@@ -15,7 +15,8 @@
 
 namespace memscope::detail {
 
-LayoutSummary BlockStore::check(LayoutChecks& checks, std::size_t max_split_size) const {
+LayoutSummary BlockStore::check(std::initializer_list<LayoutChecks*> checks,
+                                std::size_t max_split_size) const {
   LayoutSummary out;
   std::size_t allocated = 0;
   out.all.reserve(2 * live_.size() + 64);  // a guess that saves most regrowth
@@ -41,7 +42,7 @@ LayoutSummary BlockStore::check(LayoutChecks& checks, std::size_t max_split_size
     }
     ++segments_of[s->stream];
     if (s->size >= max_split_size && !s->expandable) ++out.oversize_segments;
-    checks.segment(*s, pools);
+    for (LayoutChecks* c : checks) c->segment(*s, pools);
     std::size_t mapped = 0;
     std::uintptr_t cursor = s->base;
     std::size_t blocks = 0;
@@ -81,7 +82,7 @@ LayoutSummary BlockStore::check(LayoutChecks& checks, std::size_t max_split_size
         }
       }
       if (b->unmapped) {
-        checks.unmapped_block(*b, before);
+        for (LayoutChecks* c : checks) c->unmapped_block(*b, before);
       } else {
         mapped += b->size;
       }
@@ -93,7 +94,7 @@ LayoutSummary BlockStore::check(LayoutChecks& checks, std::size_t max_split_size
         broken_invariant("block-state", describe(b) + ": a cached neighbour was not merged");
       }
       if (b->cached) out.cached.push_back(b);
-      checks.block(*b, before);
+      for (const LayoutChecks* c : checks) c->block(*b, before);
       if (b->other_streams() == b->stream_uses.empty()) {
         broken_invariant("block-state",
                          describe(b) + fmt::format(": other_streams is {} for {} streams",
@@ -110,7 +111,7 @@ LayoutSummary BlockStore::check(LayoutChecks& checks, std::size_t max_split_size
     if (cursor != s->base + s->size) {
       broken_invariant("tiling", fmt::format("{}: its blocks end at {:#x}", describe(s), cursor));
     }
-    checks.segment_end(*s, mapped);
+    for (LayoutChecks* c : checks) c->segment_end(*s, mapped);
   }
   out.layout = layout();  // in address order; the walk above ruled out cycles
   for (std::size_t i = 1; i < out.layout.segments.size(); ++i) {
@@ -141,7 +142,7 @@ LayoutSummary BlockStore::check(LayoutChecks& checks, std::size_t max_split_size
       broken_invariant("stream-pools", fmt::format("stream {} counts {} segments, {} are live",
                                                    stream, pools->segments, segments));
     }
-    checks.pools(stream, *pools, live_segments);
+    for (const LayoutChecks* c : checks) c->pools(stream, *pools, live_segments);
     for (const FreeBins* bins : {&pools->small, &pools->large}) {
       const std::size_t first = out.in_bins.size();
       if (const auto problem = bins->audit(out.in_bins); problem.what != nullptr) {

@@ -51,8 +51,8 @@ inline void* AllocatorCore::reuse(std::size_t size, StreamId stream) noexcept {
 
 inline void* AllocatorCore::reuse_recent(detail::Block* block, std::size_t size) noexcept {
   count_allocation(block, size);
-  if (hooks_ != 0) [[unlikely]]
-    after_allocate(*block, size);
+  if (hooks_.bits() != 0) [[unlikely]]
+    hooks_.after_allocate(*block, size);
   return reinterpret_cast<void*>(block->address);  // NOLINT(performance-no-int-to-ptr)
 }
 

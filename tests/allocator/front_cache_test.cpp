@@ -1,8 +1,8 @@
 // FrontCache through its own interface, on hand-built segments of real Blocks and FreeBins:
 // filing, taking back only the newest of the exact size, evicting the oldest, flushing in the
 // order freed (every stream's only after a free), the placement question it asks the bins
-// (expandable and fixed segments), the marks caching a neighbour leaves, and its "recent" checker.
-// Cost: under 0.1 s.
+// (expandable and fixed segments) on the slow path's hit and at a slow free, the marks caching a
+// neighbour leaves, and its "recent" checker. Cost: under 0.1 s.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -138,6 +138,57 @@ TEST_F(FrontCacheTest, KeepsPlacementOnlyWhereBestFitWouldPutItToo) {
   EXPECT_FALSE(FrontCache::keeps_placement(&blocks_[8]));
   file(blocks_[5]);  // a recent neighbour after block 4
   EXPECT_FALSE(FrontCache::keeps_placement(&blocks_[4]));
+}
+
+TEST_F(FrontCacheTest, TheSlowPathTakesTheNewestOnlyWhereBestFitWouldPlaceIt) {
+  std::vector<const Block*> merged;
+  const auto merge = [&merged](Block* b) { merged.push_back(b); };
+  EXPECT_EQ(FrontCache::take_placed(recent_, kBlock, false, merge), nullptr);  // empty list
+  file(blocks_[2]);
+  file(blocks_[6]);
+  EXPECT_EQ(FrontCache::take_placed(recent_, 2 * kBlock, false, merge), nullptr);  // wrong size
+  EXPECT_TRUE(merged.empty());
+  EXPECT_EQ(recent_.count, 2U);
+  // The older one of its pool is merged first; the newest keeps placement and is taken.
+  EXPECT_EQ(FrontCache::take_placed(recent_, kBlock, false, merge), &blocks_[6]);
+  EXPECT_EQ(merged, std::vector<const Block*>{&blocks_[2]});
+  EXPECT_EQ(recent_.count, 0U);
+  // Placement by address space decides instead: the block goes to merge() as well.
+  merged.clear();
+  file(blocks_[6]);
+  EXPECT_EQ(FrontCache::take_placed(recent_, kBlock, true, merge), nullptr);
+  EXPECT_EQ(merged, std::vector<const Block*>{&blocks_[6]});
+  // A block of its size cached below it: best fit would take that one.
+  merged.clear();
+  cache(blocks_[1]);
+  file(blocks_[6]);
+  EXPECT_EQ(FrontCache::take_placed(recent_, kBlock, false, merge), nullptr);
+  EXPECT_EQ(merged, std::vector<const Block*>{&blocks_[6]});
+}
+
+TEST_F(FrontCacheTest, ASlowFreeIsAdmittedOnlyWherePlacementStaysAndNeverWhenBypassed) {
+  FrontCache cache;
+  std::vector<const Block*> merged;
+  const auto merge = [&merged](Block* b) { merged.push_back(b); };
+  file(blocks_[2]);
+  blocks_[6].use.allocated = false;
+  EXPECT_TRUE(cache.admits(&blocks_[6], false, false, merge));
+  EXPECT_EQ(merged, std::vector<const Block*>{&blocks_[2]});  // its pool's list merged first
+  EXPECT_EQ(recent_.count, 0U);
+  blocks_[6].pending_events = 1;  // waits for a stream: the bins, later
+  EXPECT_FALSE(cache.admits(&blocks_[6], false, false, merge));
+  blocks_[6].pending_events = 0;
+  // Expandable segments: not while a block waits, nor where best fit would place elsewhere.
+  EXPECT_TRUE(cache.admits(&blocks_[6], true, false, merge));
+  EXPECT_FALSE(cache.admits(&blocks_[6], true, true, merge));
+  cache.bypass(true);
+  EXPECT_FALSE(cache.admits(&blocks_[6], false, false, merge));
+  cache.bypass(false);
+  this->cache(blocks_[1]);  // a block of its size below it
+  EXPECT_FALSE(cache.admits(&blocks_[6], true, false, merge));
+  EXPECT_TRUE(cache.admits(&blocks_[6], false, false, merge));  // fixed: only the marks ask
+  this->cache(blocks_[5]);  // its previous neighbour cached: a merge would start lower
+  EXPECT_FALSE(cache.admits(&blocks_[6], false, false, merge));
 }
 
 TEST_F(FrontCacheTest, CachingANeighbourMarksTheFreesThatMustAsk) {

@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <unordered_set>
 
 #include "allocator/allocator_core.hpp"
 #include "allocator/allocator_statistics.hpp"
@@ -40,25 +39,6 @@ std::string broken_invariant(const AllocatorCore& core) {
   return broken_invariant_of([&core] { core.validate(); });
 }
 
-// The front cache's checks of the parts of segments and blocks it owns, as AllocatorCore's
-// validate() adds them to the block store's walk (fixed segments: the page map has nothing to
-// check).
-class FrontCacheChecks final : public detail::LayoutChecks {
- public:
-  void segment(const detail::Segment& s, const detail::StreamPools* pools) override {
-    detail::FrontCache::check_room(s, pools);
-  }
-  void unmapped_block(const detail::Block& /*b*/, const detail::Block* /*before*/) override {}
-  void block(const detail::Block& b, const detail::Block* before) const override {
-    detail::FrontCache::check_marks(b, before);
-  }
-  void segment_end(const detail::Segment& /*s*/, std::size_t /*mapped*/) override {}
-  void pools(StreamId stream, const detail::StreamPools& pools,
-             const std::unordered_set<const detail::Segment*>& /*live*/) const override {
-    detail::FrontCache::check_rooms(stream, pools);
-  }
-};
-
 // A BlockStore built by hand, as the core would leave it: one small segment (at an address no
 // memory is behind: the store calls no backend) holding allocated blocks a, b and c and a
 // cached remainder, and the statistics those blocks make. Each test breaks one part through
@@ -89,8 +69,8 @@ class BrokenStore : public ::testing::Test {
   // What AllocatorCore::validate() asks of these components, in its order.
   std::string broken() {
     return broken_invariant_of([this] {
-      FrontCacheChecks checks;
-      detail::LayoutSummary summary = store_.check(checks, AllocatorConfig::kUnlimited);
+      detail::FrontCacheChecks checks;  // fixed segments: the page map has nothing to check
+      detail::LayoutSummary summary = store_.check({&checks}, AllocatorConfig::kUnlimited);
       front_cache_.check(store_, summary.recent);
       store_.check_bins_hold_cached(summary);
       statistics_.check(summary.expected_statistics(false));
@@ -98,8 +78,8 @@ class BrokenStore : public ::testing::Test {
   }
   // The statistics' figures as the blocks say they should be.
   [[nodiscard]] MemoryStats expected() const {
-    FrontCacheChecks checks;
-    return store_.check(checks, AllocatorConfig::kUnlimited).expected_statistics(false);
+    detail::FrontCacheChecks checks;
+    return store_.check({&checks}, AllocatorConfig::kUnlimited).expected_statistics(false);
   }
   // b freed the way the core's free does: out of use, into the bins merged with nothing (its
   // neighbours are allocated) and its neighbours marked, or into the front cache.

@@ -181,4 +181,28 @@ class ExpandableSegments final : public SegmentSource {
   std::uint64_t bins_searched_for_pages_ = 0;
 };
 
+// The expandable source's part of BlockStore::check()'s walk (the "mapping" invariant): the
+// page checks of ExpandableSegments as it reaches each segment, unmapped block and stream,
+// following the segment's unmapped list alongside. Fixed segments pass them all.
+class ExpandableChecks final : public LayoutChecks {
+ public:
+  void segment(const Segment& s, const StreamPools* /*pools*/) override {
+    ExpandableSegments::check_pages(s);
+    listed_ = s.unmapped_first;
+  }
+  void unmapped_block(const Block& b, const Block* before) override {
+    ExpandableSegments::check_unmapped(b, before, listed_);
+  }
+  void segment_end(const Segment& s, std::size_t mapped) override {
+    ExpandableSegments::check_mapped(s, listed_, mapped);
+  }
+  void pools(StreamId stream, const StreamPools& pools,
+             const std::unordered_set<const Segment*>& live) const override {
+    ExpandableSegments::check_growing(stream, pools, live);
+  }
+
+ private:
+  const Block* listed_ = nullptr;  // where the segment's unmapped list is, walked with it
+};
+
 }  // namespace memscope::detail

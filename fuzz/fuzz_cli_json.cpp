@@ -23,8 +23,8 @@
 #include "memscope/report_text.hpp"
 #include "replay/replay_output.hpp"
 #include "report/report_builders.hpp"
-#include "run/run_report.hpp"
 #include "run/run_record.hpp"
+#include "run/run_report.hpp"
 #include "run/run_summary.hpp"
 
 namespace {

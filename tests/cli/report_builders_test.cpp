@@ -12,8 +12,8 @@
 #include "memscope/metrics.hpp"
 #include "memscope/report_html.hpp"
 #include "report/report_builders.hpp"
-#include "run/run_report.hpp"
 #include "run/run_record.hpp"
+#include "run/run_report.hpp"
 
 namespace memscope::cli {
 namespace {

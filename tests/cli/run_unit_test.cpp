@@ -14,9 +14,9 @@
 #include "cli.hpp"
 #include "memscope/errors.hpp"
 #include "memscope/json_envelope.hpp"
-#include "run/run_report.hpp"
 #include "run/run_helpers.hpp"
 #include "run/run_record.hpp"
+#include "run/run_report.hpp"
 #include "run/run_summary.hpp"
 
 namespace memscope::cli {

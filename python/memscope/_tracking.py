@@ -43,8 +43,8 @@ if TYPE_CHECKING:
     from typing_extensions import Self  # typing.Self from Python 3.11
 
 __all__ = ["Tracker", "track", "default_tracker", "metrics_format", "metric_unit", "is_memory_key",
-           "log_metrics", "save_metrics", "load_metrics", "MemorySource", "host_source", "allocator_source",
-           "unavailable_source", "nvml_source"]
+           "log_metrics", "save_metrics", "load_metrics", "MemorySource", "host_source",
+           "allocator_source", "unavailable_source", "nvml_source"]
 
 
 def host_source(pid: int = 0, force_sampling: bool = False,

@@ -45,19 +45,23 @@ struct CapacityFit {
   return true;
 }
 
-[[nodiscard]] inline CapacityFit fit_both(const ReplayPlan& plan, int iterations,
-                                          const std::string& config = "",
-                                          std::size_t grid = 2 * MiB) {
-  // The bound: unlimited, neither releases anything, and later iterations reserve about what
-  // the first did (the steady-state figures); four times the larger peak leaves room for them.
+namespace detail {
+// memscope with `config` against a model of PyTorch's (`theirs_unlimited`: the model's peak
+// reserved without a limit; `torch_fits(capacity)`: whether the model replays the plan on it), by
+// the same bisection up to four times the larger unlimited peak. The bound: unlimited, neither
+// releases anything, and later iterations reserve about what the first did (the steady-state
+// figures); four times the larger peak leaves room for them.
+template <class TorchFits>
+[[nodiscard]] CapacityFit fit_against(const ReplayPlan& plan, int iterations,
+                                      const std::string& config, std::size_t grid,
+                                      std::size_t theirs_unlimited, TorchFits&& torch_fits) {
   ReplayOptions unlimited;
   unlimited.config = AllocatorConfig::parse(config);
   unlimited.capacity = std::size_t{1} << 60;
   const auto ours =
       static_cast<std::size_t>(std::max<std::int64_t>(replay(plan, unlimited).peak_reserved, 0));
-  const std::size_t theirs = replay_torch_rules(plan, TieBreak::lowest_address).peak_reserved;
   CapacityFit out;
-  out.max_capacity = 4 * std::max(ours, theirs);
+  out.max_capacity = 4 * std::max(ours, theirs_unlimited);
   FitOptions o;
   o.config = unlimited.config;
   o.precision = grid;
@@ -65,40 +69,30 @@ struct CapacityFit {
   o.iterations = iterations;
   const FitResult m = fit_capacity(plan, o);
   out.memscope = m.fits ? m.capacity : 0;
-  const FitResult t = fit_by_bisection(plan.peak_live, out.max_capacity, grid, [&](std::size_t c) {
-    return torch_rules_fit(plan, c, iterations);
-  });
+  const FitResult t = fit_by_bisection(plan.peak_live, out.max_capacity, grid, torch_fits);
   out.torch = t.fits ? t.capacity : 0;
   return out;
+}
+}  // namespace detail
+
+// memscope with `config` against PyTorch's default rules (the model, lowest-address ties).
+[[nodiscard]] inline CapacityFit fit_both(const ReplayPlan& plan, int iterations,
+                                          const std::string& config = "",
+                                          std::size_t grid = 2 * MiB) {
+  return detail::fit_against(plan, iterations, config, grid,
+                             replay_torch_rules(plan, TieBreak::lowest_address).peak_reserved,
+                             [&](std::size_t c) { return torch_rules_fit(plan, c, iterations); });
 }
 
 // The same with expandable segments on both sides: memscope with `config` (by default
 // expandable_segments:true, its default page recycling) against PyTorch's expandable segments at
-// capacity (torch_expandable_capacity.hpp), by the same bisection up to four times the larger
-// unlimited peak.
+// capacity (torch_expandable_capacity.hpp).
 [[nodiscard]] inline CapacityFit fit_both_expandable(
     const ReplayPlan& plan, int iterations, const std::string& config = "expandable_segments:true",
     std::size_t grid = 2 * MiB) {
-  ReplayOptions unlimited;
-  unlimited.config = AllocatorConfig::parse(config);
-  unlimited.capacity = std::size_t{1} << 60;
-  const auto ours =
-      static_cast<std::size_t>(std::max<std::int64_t>(replay(plan, unlimited).peak_reserved, 0));
-  const std::size_t theirs = replay_torch_expandable(plan).peak_reserved;
-  CapacityFit out;
-  out.max_capacity = 4 * std::max(ours, theirs);
-  FitOptions o;
-  o.config = unlimited.config;
-  o.precision = grid;
-  o.max_capacity = out.max_capacity;
-  o.iterations = iterations;
-  const FitResult m = fit_capacity(plan, o);
-  out.memscope = m.fits ? m.capacity : 0;
-  const FitResult t = fit_by_bisection(plan.peak_live, out.max_capacity, grid, [&](std::size_t c) {
-    return torch_expandable_fit(plan, c, iterations);
-  });
-  out.torch = t.fits ? t.capacity : 0;
-  return out;
+  return detail::fit_against(
+      plan, iterations, config, grid, replay_torch_expandable(plan).peak_reserved,
+      [&](std::size_t c) { return torch_expandable_fit(plan, c, iterations); });
 }
 
 }  // namespace memscope::bench
